@@ -1,0 +1,50 @@
+"""Scenario files: one YAML document holding a whole snapshot (see README, "Scenario files")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from models.errors import InvalidInput
+from models.snapshot import Snapshot
+
+
+def validation_message(error: ValidationError, source: str) -> str:
+    """One line per problem, each naming where it is (`queues.0.max_resources.cpu`)."""
+    lines = []
+    for problem in error.errors():
+        where = ".".join(str(part) for part in problem["loc"]) or "(top level)"
+        message = problem["msg"].removeprefix("Value error, ")
+        lines.append(f"{source}: {where}: {message}")
+    return "\n".join(lines)
+
+
+def snapshot_from_dict(data: Any, source: str = "snapshot") -> Snapshot:
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{source}: expected a mapping with now, queues, clusters and actions")
+    try:
+        return Snapshot.model_validate(data)
+    except ValidationError as error:
+        raise InvalidInput(validation_message(error, source)) from None
+
+
+def load_scenario(path: str | Path) -> Snapshot:
+    """Read and validate a scenario file; every error names the file and the field."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise InvalidInput(f"{path}: cannot read: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise InvalidInput(f"{path}: not valid YAML: {error}") from None
+    return snapshot_from_dict(data, str(path))
+
+
+def dump_scenario(snapshot: Snapshot) -> str:
+    """The scenario file for `snapshot`; loading it gives an equal snapshot."""
+    data = snapshot.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    data["now"] = snapshot.model_dump(mode="json")["now"]
+    return yaml.safe_dump(data, sort_keys=False)

@@ -1,0 +1,335 @@
+"""The whole input of one tick: queues, clusters, settings, environments and actions.
+
+These are the boundary models: a scenario file, an HTTP body and an Arrow
+snapshot all validate into them. Quantities, devices and durations are parsed
+here once (see models.fields); the solver never sees a spelling.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
+
+from models.devices import AcceleratorRequest
+from models.errors import InvalidInput
+from models.fields import (
+    AcceleratorCaps,
+    CpuQuantity,
+    DeviceName,
+    Duration,
+    GpuRequest,
+    MemoryQuantity,
+    ResourceMap,
+    Timestamp,
+)
+from models.quantity import CPU, MEMORY
+
+DEFAULT_QUEUE = "default"
+DEFAULT_POOL = "default"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Scheduling(StrEnum):
+    STRICT_FIFO = "strict_fifo"
+    GREEDY_CAPACITY = "greedy_capacity"
+
+
+class Queue(Strict):
+    """A team's lane: concurrency, depth, priority, caps and a scheduling policy."""
+
+    name: str = Field(min_length=1)
+    pool: str = DEFAULT_POOL
+    run_concurrency: NonNegativeInt | None = None
+    action_concurrency: NonNegativeInt | None = None
+    depth: NonNegativeInt | None = None
+    priority: int = 0
+    max_resources: ResourceMap = Field(default_factory=dict)
+    max_gpus: NonNegativeInt | None = None
+    max_accelerators: AcceleratorCaps = Field(default_factory=dict)
+    scheduling: Scheduling = Scheduling.GREEDY_CAPACITY
+    clusters: list[str] | None = None
+    head_blocked_since: Timestamp | None = None  # carried from the previous tick
+
+
+class NodeShape(Strict):
+    """The allocatable room of one node of a pool."""
+
+    cpu: CpuQuantity
+    memory: MemoryQuantity
+    accelerator: DeviceName = None
+    accelerators: NonNegativeInt = 0
+    resources: ResourceMap = Field(default_factory=dict)  # other named resources a node offers
+
+    @model_validator(mode="after")
+    def _accelerator_named(self) -> Self:
+        if self.accelerators and self.accelerator is None:
+            raise InvalidInput("node.accelerators: set node.accelerator to say which device")
+        return self
+
+    @property
+    def room(self) -> dict[str, int]:
+        """cpu, memory and every other declared resource, in solver units."""
+        return {**self.resources, CPU: self.cpu, MEMORY: self.memory}
+
+
+class NodePool(Strict):
+    name: str = Field(min_length=1)
+    node: NodeShape
+    labels: dict[str, str] = Field(default_factory=dict)
+    nodes: NonNegativeInt = 0
+    max_nodes: NonNegativeInt | None = None  # full scale; defaults to `nodes`
+
+    @model_validator(mode="after")
+    def _scale(self) -> Self:
+        if self.max_nodes is not None and self.max_nodes < self.nodes:
+            raise InvalidInput(
+                f"node pool {self.name}: max_nodes {self.max_nodes} is below nodes {self.nodes}"
+            )
+        return self
+
+    @property
+    def full_scale(self) -> int:
+        return self.nodes if self.max_nodes is None else self.max_nodes
+
+
+class Cluster(Strict):
+    name: str = Field(min_length=1)
+    node_pools: list[NodePool] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_pools(self) -> Self:
+        _require_unique([p.name for p in self.node_pools], f"cluster {self.name}: node pool")
+        return self
+
+
+class Container(Strict):
+    """One container's requests. `resources.gpu` is lifted into `gpu` on load."""
+
+    name: str = "main"
+    resources: ResourceMap = Field(default_factory=dict)
+    gpu: GpuRequest = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+    _lift_gpu = model_validator(mode="before")(classmethod(lambda cls, data: _lift_gpu(data)))
+
+
+class ContainerPlacement(Strict):
+    name: str = "main"
+    node_pool: str
+    node: NonNegativeInt
+
+
+class Placement(Strict):
+    cluster: str
+    containers: list[ContainerPlacement]
+
+
+class ActionState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+
+
+class Action(Strict):
+    """A task invocation waiting in, or running from, a queue."""
+
+    id: str = Field(min_length=1)
+    run: str | None = None  # defaults to the action's own id: a run of one action
+    queue: str = DEFAULT_QUEUE
+    submitted_at: Timestamp
+    state: ActionState = ActionState.QUEUED
+    placement: Placement | None = None
+    containers: list[Container] = Field(default_factory=list)
+    environment: str | None = None
+    max_queued_time: Duration | None = None
+    deadline: Timestamp | Duration | None = None  # a time, or a duration from submission
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        if self.environment is None and not self.containers:
+            raise InvalidInput(f"action {self.id}: needs containers or an environment")
+        if self.environment is not None and self.containers:
+            raise InvalidInput(
+                f"action {self.id}: runs in environment {self.environment}, so it has no containers"
+            )
+        _require_unique([c.name for c in self.containers], f"action {self.id}: container")
+        running = self.state is ActionState.RUNNING
+        if running and self.environment is None and self.placement is None:
+            raise InvalidInput(f"action {self.id}: a running action needs its placement")
+        return self
+
+    @property
+    def run_id(self) -> str:
+        return self.run or self.id
+
+    def deadline_at(self) -> datetime | None:
+        if self.deadline is None or isinstance(self.deadline, datetime):
+            return self.deadline
+        return self.submitted_at + self.deadline
+
+
+class Environment(Strict):
+    """A reusable container pool, charged once when it starts."""
+
+    name: str = Field(min_length=1)
+    queue: str = DEFAULT_QUEUE
+    replicas: int = Field(default=1, ge=1)
+    resources: ResourceMap = Field(default_factory=dict)
+    gpu: GpuRequest = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    running: bool = False
+    placement: Placement | None = None
+
+    _lift_gpu = model_validator(mode="before")(classmethod(lambda cls, data: _lift_gpu(data)))
+
+    @model_validator(mode="after")
+    def _placed_when_running(self) -> Self:
+        if self.running and self.placement is None:
+            raise InvalidInput(f"environment {self.name}: a running pool needs its placement")
+        return self
+
+    def replica_containers(self) -> list[Container]:
+        # Fields are already parsed; validating again would read millicores as cores.
+        return [
+            Container.model_construct(
+                name=f"replica-{index}",
+                resources=dict(self.resources),
+                gpu=self.gpu,
+                node_selector=dict(self.node_selector),
+            )
+            for index in range(self.replicas)
+        ]
+
+
+class Settings(Strict):
+    default_gpu_type: DeviceName = None
+
+
+class Snapshot(Strict):
+    """Everything one tick needs, validated as a whole."""
+
+    now: Timestamp
+    settings: Settings = Field(default_factory=Settings)
+    queues: list[Queue] = Field(default_factory=list)
+    clusters: list[Cluster] = Field(default_factory=list)
+    actions: list[Action] = Field(default_factory=list)  # queued ones in arrival order
+    environments: list[Environment] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> Self:
+        if not any(q.name == DEFAULT_QUEUE for q in self.queues):
+            self.queues.append(Queue(name=DEFAULT_QUEUE))
+        _require_unique([q.name for q in self.queues], "queue")
+        _require_unique([c.name for c in self.clusters], "cluster")
+        _require_unique([a.id for a in self.actions], "action")
+        _require_unique([e.name for e in self.environments], "environment")
+        queues = {q.name for q in self.queues}
+        clusters = {c.name: c for c in self.clusters}
+        environments = {e.name: e for e in self.environments}
+        for queue in self.queues:
+            for name in queue.clusters or []:
+                if name not in clusters:
+                    raise InvalidInput(f"queue {queue.name}: routes to unknown cluster {name!r}")
+        for env in self.environments:
+            if env.queue not in queues:
+                raise InvalidInput(f"environment {env.name}: unknown queue {env.queue!r}")
+            if env.placement:
+                _check_placement(env.placement, clusters, env.replica_containers(), env.name)
+        for action in self.actions:
+            if action.queue not in queues:
+                raise InvalidInput(f"action {action.id}: unknown queue {action.queue!r}")
+            if action.environment is not None:
+                env = environments.get(action.environment)
+                if env is None:
+                    raise InvalidInput(
+                        f"action {action.id}: unknown environment {action.environment!r}"
+                    )
+                if env.queue != action.queue:
+                    raise InvalidInput(
+                        f"action {action.id}: environment {env.name} belongs to queue {env.queue},"
+                        f" not {action.queue}"
+                    )
+                if action.state is ActionState.RUNNING and not env.running:
+                    raise InvalidInput(
+                        f"action {action.id}: runs in environment {env.name}, which is not running"
+                    )
+            if action.placement is not None:
+                if action.state is ActionState.QUEUED:
+                    raise InvalidInput(f"action {action.id}: a queued action has no placement")
+                _check_placement(action.placement, clusters, action.containers, action.id)
+        return self
+
+    def queue(self, name: str) -> Queue:
+        for queue in self.queues:
+            if queue.name == name:
+                return queue
+        raise InvalidInput(f"unknown queue {name!r}")
+
+
+def _lift_gpu(data: Any) -> Any:
+    """Accept the scenario spelling `resources: {gpu: "H100:4"}` for the `gpu` field."""
+    if isinstance(data, dict) and isinstance(data.get("resources"), dict):
+        resources = dict(data["resources"])
+        if "gpu" in resources:
+            if data.get("gpu") is not None:
+                raise InvalidInput("give gpu either in resources or beside them, not both")
+            data = {**data, "resources": resources, "gpu": resources.pop("gpu")}
+    return data
+
+
+def _require_unique(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise InvalidInput(f"{what} {name!r} appears twice")
+        seen.add(name)
+
+
+def _check_placement(
+    placement: Placement, clusters: dict[str, Cluster], containers: list[Container], owner: str
+) -> None:
+    cluster = clusters.get(placement.cluster)
+    if cluster is None:
+        raise InvalidInput(f"{owner}: placed on unknown cluster {placement.cluster!r}")
+    pools = {p.name: p for p in cluster.node_pools}
+    placed = {c.name for c in placement.containers}
+    wanted = {c.name for c in containers}
+    if placed != wanted:
+        raise InvalidInput(
+            f"{owner}: placement names containers {sorted(placed)}, expected {sorted(wanted)}"
+        )
+    for spot in placement.containers:
+        pool = pools.get(spot.node_pool)
+        if pool is None:
+            raise InvalidInput(
+                f"{owner}: placed on unknown node pool {spot.node_pool!r} of {cluster.name}"
+            )
+        if spot.node >= max(pool.full_scale, pool.nodes):
+            raise InvalidInput(
+                f"{owner}: node {spot.node} is beyond pool {pool.name}'s {pool.full_scale} nodes"
+            )
+
+
+__all__ = [
+    "DEFAULT_POOL",
+    "DEFAULT_QUEUE",
+    "AcceleratorRequest",
+    "Action",
+    "ActionState",
+    "Cluster",
+    "Container",
+    "ContainerPlacement",
+    "Environment",
+    "NodePool",
+    "NodeShape",
+    "Placement",
+    "Queue",
+    "Scheduling",
+    "Settings",
+    "Snapshot",
+]
