@@ -1,0 +1,183 @@
+"""The decided plan as a TickResult: placements by name, reasons, and usage next to each cap."""
+
+from __future__ import annotations
+
+from models.quantity import format_quantity
+from models.result import (
+    UNTYPED_GPU,
+    EnvironmentStart,
+    FailedAction,
+    PlacedContainer,
+    QueueMetrics,
+    ScheduledAction,
+    SolverInfo,
+    SolverStatus,
+    TickResult,
+    WaitingAction,
+    WaitReason,
+)
+from models.snapshot import Snapshot
+from solver.failfast import Failure
+from solver.plan import Placement, Plan, Refusal
+from solver.problem import Item, Problem
+
+
+def decode(
+    snapshot: Snapshot,
+    problem: Problem,
+    plan: Plan,
+    failures: dict[int, Failure],
+    refusals: dict[int, Refusal],
+    heads: dict[int, int],
+) -> TickResult:
+    result = TickResult(
+        now=problem.now,
+        solver=SolverInfo(status=SolverStatus.NOTHING_TO_DO, wall_time_s=0.0, limit_hit=False),
+    )
+    new_nodes = _new_node_numbers(problem, plan)
+    for action in problem.actions:
+        i = action.index
+        queue = problem.queues[action.queue].name
+        if i in failures:
+            failure = failures[i]
+            result.failed.append(
+                FailedAction(
+                    action=action.id, queue=queue, code=failure.code, message=failure.message
+                )
+            )
+        elif i in plan.admitted:
+            placement = plan.admitted[i]
+            env = problem.envs[action.env].name if action.env is not None else None
+            result.scheduled.append(
+                ScheduledAction(
+                    action=action.id,
+                    queue=queue,
+                    run=action.run,
+                    cluster=problem.cluster_names[placement.cluster] if placement else None,
+                    containers=_containers(problem, action.items, placement, new_nodes)
+                    if placement
+                    else [],
+                    environment=env,
+                )
+            )
+        else:
+            refusal = refusals.get(i) or Refusal(WaitReason.CLUSTER_ROOM, "no room now")
+            result.waiting.append(
+                WaitingAction(
+                    action=action.id,
+                    queue=queue,
+                    reason=refusal.reason,
+                    resource=refusal.resource,
+                    message=refusal.message,
+                )
+            )
+    for e, placement in sorted(plan.env_started.items()):
+        env = problem.envs[e]
+        result.environments_started.append(
+            EnvironmentStart(
+                environment=env.name,
+                queue=problem.queues[env.queue].name,
+                cluster=problem.cluster_names[placement.cluster],
+                containers=_containers(problem, env.items, placement, new_nodes),
+            )
+        )
+    result.queues = _metrics(snapshot, problem, plan, failures, heads)
+    return result
+
+
+def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:
+    """Nodes started this tick, numbered from each pool's current count in order of use."""
+    numbers: dict[tuple[int, int], int] = {}
+    placements: list[tuple[list[Item], Placement]] = []
+    for i in sorted(plan.admitted):
+        placement = plan.admitted[i]
+        if placement is not None:
+            placements.append((problem.actions[i].items, placement))
+    for e, placement in sorted(plan.env_started.items()):
+        placements.append((problem.envs[e].items, placement))
+    next_free = {p: pool.nodes for p, pool in enumerate(problem.pools)}
+    for _, placement in placements:
+        for p, node in placement.spots:
+            if node >= problem.pools[p].nodes and (p, node) not in numbers:
+                numbers[(p, node)] = next_free[p]
+                next_free[p] += 1
+    return numbers
+
+
+def _containers(
+    problem: Problem,
+    items: list[Item],
+    placement: Placement,
+    new_nodes: dict[tuple[int, int], int],
+) -> list[PlacedContainer]:
+    placed = []
+    for item, (p, node) in zip(items, placement.spots, strict=True):
+        fresh = (p, node) in new_nodes
+        placed.append(
+            PlacedContainer(
+                name=item.name,
+                node_pool=problem.pools[p].name,
+                node=new_nodes.get((p, node), node),
+                new_node=fresh,
+            )
+        )
+    return placed
+
+
+def _metrics(
+    snapshot: Snapshot,
+    problem: Problem,
+    plan: Plan,
+    failures: dict[int, Failure],
+    heads: dict[int, int],
+) -> dict[str, QueueMetrics]:
+    waiting = [0] * len(problem.queues)
+    for action in problem.actions:
+        if action.index not in failures and action.index not in plan.admitted:
+            waiting[action.queue] += 1
+    moved = {problem.actions[i].queue for i in plan.admitted}
+    metrics = {}
+    for q, (queue, spec) in enumerate(zip(problem.queues, snapshot.queues, strict=True)):
+        usage = plan.usage[q]
+        head = heads.get(q)
+        blocked = queue.strict and head is not None
+        since = None
+        if blocked:
+            # The line has been stuck since the last tick it moved.
+            since = (
+                spec.head_blocked_since
+                if spec.head_blocked_since and q not in moved
+                else problem.now
+            )
+        behind = 0
+        if blocked:
+            behind = sum(
+                1
+                for action in problem.actions[head + 1 :]
+                if action.queue == q and action.index not in failures
+            )
+        resources = sorted(set(usage.used) | set(queue.caps))
+        charges = {UNTYPED_GPU: usage.untyped_used, **dict(sorted(usage.device_used.items()))}
+        metrics[queue.name] = QueueMetrics(
+            name=queue.name,
+            pool=spec.pool,
+            priority=queue.priority,
+            scheduling=spec.scheduling,
+            in_flight_resources={r: format_quantity(r, usage.used.get(r, 0)) for r in resources},
+            max_resources={r: format_quantity(r, cap) for r, cap in sorted(queue.caps.items())},
+            accelerator_charges=charges,
+            max_gpus=queue.max_gpus,
+            max_accelerators=dict(sorted(queue.device_caps.items())),
+            head_blocked=blocked,
+            head_blocked_since=since,
+            head_action=problem.actions[head].id if blocked and head is not None else None,
+            blocked_behind_head=behind,
+            running_actions=queue.running + usage.admitted,
+            action_concurrency=queue.action_concurrency,
+            active_runs=len(usage.runs),
+            run_concurrency=queue.run_concurrency,
+            depth_used=queue.running + usage.admitted + waiting[q],
+            depth=queue.depth,
+            waiting=waiting[q],
+        )
+    return metrics

@@ -1,0 +1,265 @@
+"""A tick's plan in progress: what is admitted, where it sits, and what it charges.
+
+The plan answers the two cheap questions of the tick: does a unit fit its
+queue's caps and concurrency limits now (exact, placement-free), and can a
+best-fit pass put its containers on nodes (a heuristic: a failure here is only
+a candidate for the model, never a verdict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.result import UNTYPED_GPU, WaitReason
+from solver.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Demand, Item, Problem
+
+Spot = tuple[int, int]  # (pool index, node index)
+
+
+@dataclass(frozen=True)
+class Placement:
+    cluster: int
+    spots: tuple[Spot, ...]  # one per item, in item order
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a unit cannot be admitted: a WaitReason with the resource and a sentence."""
+
+    reason: WaitReason
+    message: str
+    resource: str | None = None
+
+
+@dataclass
+class QueueUsage:
+    used: dict[str, int]
+    device_used: dict[str, int]
+    untyped_used: int
+    admitted: int
+    runs: set[str]
+
+
+class Plan:
+    """Mutable tick state over a compiled problem; `copy()` is cheap enough to branch."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.free = [pool.room - pool.used for pool in problem.pools]
+        self.opened = [np.arange(pool.max_nodes) < pool.nodes for pool in problem.pools]
+        self.usage = [
+            QueueUsage(dict(q.used), dict(q.device_used), q.untyped_used, 0, set(q.active_runs))
+            for q in problem.queues
+        ]
+        self.admitted: dict[int, Placement | None] = {}  # None: joined a pool, nothing placed
+        self.env_started: dict[int, Placement] = {}
+
+    def copy(self) -> Plan:
+        other = Plan.__new__(Plan)
+        other.problem = self.problem
+        other.free = [f.copy() for f in self.free]
+        other.opened = [o.copy() for o in self.opened]
+        other.usage = [
+            QueueUsage(dict(u.used), dict(u.device_used), u.untyped_used, u.admitted, set(u.runs))
+            for u in self.usage
+        ]
+        other.admitted = dict(self.admitted)
+        other.env_started = dict(self.env_started)
+        return other
+
+    # -- what a unit needs ---------------------------------------------------------------
+
+    def starts_env(self, action: ActionInfo) -> bool:
+        if action.env is None:
+            return False
+        env = self.problem.envs[action.env]
+        return not env.running and action.env not in self.env_started
+
+    def items_to_place(self, action: ActionInfo) -> list[Item]:
+        if action.env is None:
+            return action.items
+        return self.problem.envs[action.env].items if self.starts_env(action) else []
+
+    def charge_of(self, action: ActionInfo) -> Demand:
+        if action.env is None:
+            return action.demand
+        if self.starts_env(action):
+            return self.problem.envs[action.env].demand
+        return Demand({}, {}, 0)
+
+    # -- placement-free checks -----------------------------------------------------------
+
+    def refusal(self, action: ActionInfo) -> Refusal | None:
+        """The first concurrency limit or cap that admitting `action` now would break."""
+        queue = self.problem.queues[action.queue]
+        usage = self.usage[action.queue]
+        if (
+            queue.run_concurrency is not None
+            and action.run not in usage.runs
+            and len(usage.runs) >= queue.run_concurrency
+        ):
+            return Refusal(
+                WaitReason.RUN_CONCURRENCY,
+                f"run concurrency {len(usage.runs)} of {queue.run_concurrency}",
+            )
+        in_flight = queue.running + usage.admitted
+        if queue.action_concurrency is not None and in_flight >= queue.action_concurrency:
+            return Refusal(
+                WaitReason.ACTION_CONCURRENCY,
+                f"action concurrency {in_flight} of {queue.action_concurrency}",
+            )
+        return self.cap_refusal(action.queue, self.charge_of(action))
+
+    def cap_refusal(self, queue_index: int, demand: Demand) -> Refusal | None:
+        from models.quantity import format_quantity
+
+        queue = self.problem.queues[queue_index]
+        usage = self.usage[queue_index]
+        for name, amount in demand.resources.items():
+            cap = queue.caps.get(name)
+            if cap is not None and amount and usage.used.get(name, 0) + amount > cap:
+                used = usage.used.get(name, 0)
+                return Refusal(
+                    WaitReason.QUEUE_CAP,
+                    f"queue {queue.name}, {name}: {format_quantity(name, used)} of"
+                    f" {format_quantity(name, cap)} in use, needs {format_quantity(name, amount)}",
+                    name,
+                )
+        for device, count in demand.devices.items():
+            cap = queue.device_caps.get(device)
+            if cap is not None and usage.device_used.get(device, 0) + count > cap:
+                return Refusal(
+                    WaitReason.QUEUE_CAP,
+                    f"queue {queue.name}, {device}: {usage.device_used.get(device, 0)} of {cap}"
+                    f" in use, needs {count}",
+                    device,
+                )
+        if (
+            demand.untyped
+            and queue.max_gpus is not None
+            and usage.untyped_used + demand.untyped > queue.max_gpus
+        ):
+            return Refusal(
+                WaitReason.QUEUE_CAP,
+                f"queue {queue.name}, untyped gpus: {usage.untyped_used} of {queue.max_gpus}"
+                f" in use, needs {demand.untyped}",
+                UNTYPED_GPU,
+            )
+        return None
+
+    # -- placement -----------------------------------------------------------------------
+
+    def candidate_clusters(self, items: list[Item], queue_index: int) -> list[int]:
+        """Clusters where every item has a compatible pool, least loaded first."""
+        routed = self.problem.queues[queue_index].clusters
+        clusters = [c for c in routed if all(c in item.pools for item in items)]
+        if len(clusters) > 1:
+            loads = {c: self.load(c) for c in clusters}
+            clusters.sort(key=lambda c: (loads[c], c))
+        return clusters
+
+    def load(self, cluster: int) -> float:
+        """Share of the cluster's full-scale room in use, on its scarcest dimension."""
+        shares = [0.0]
+        totals = np.zeros(len(self.problem.dims), dtype=np.float64)
+        used = np.zeros(len(self.problem.dims), dtype=np.float64)
+        for p in self.problem.pools_of_cluster[cluster]:
+            pool = self.problem.pools[p]
+            bounded = pool.room < UNBOUNDED
+            totals += np.where(bounded, pool.room, 0) * pool.max_nodes
+            used += np.where(bounded, pool.room * pool.max_nodes - self.free[p].sum(axis=0), 0)
+        nonzero = totals > 0
+        if nonzero.any():
+            shares.append(float((used[nonzero] / totals[nonzero]).max()))
+        return max(shares)
+
+    def find_placement(self, action: ActionInfo) -> Placement | None:
+        """Best-fit the unit's containers into the least loaded cluster that takes them all."""
+        items = self.items_to_place(action)
+        if not items:
+            return None
+        for cluster in self.candidate_clusters(items, action.queue):
+            spots = self._fit_in_cluster(items, cluster, action.queue)
+            if spots is not None:
+                return Placement(cluster, spots)
+        return None
+
+    def _fit_in_cluster(
+        self, items: list[Item], cluster: int, queue_index: int
+    ) -> tuple[Spot, ...] | None:
+        queue = self.problem.queues[queue_index]
+        usage = self.usage[queue_index]
+        taken: list[tuple[int, int, np.ndarray]] = []
+        device_extra: dict[str, int] = {}
+        spots: list[Spot | None] = [None] * len(items)
+        # Larger containers first: they have the fewest nodes to choose from.
+        order = sorted(
+            range(len(items)), key=lambda i: (-items[i].gpus, -items[i].request[CPU_DIM])
+        )
+        ok = True
+        for i in order:
+            item = items[i]
+            spot = None
+            for p in item.pools[cluster]:
+                device = self.problem.pools[p].device
+                if item.untyped and device in queue.device_caps:
+                    held = usage.device_used.get(device, 0) + device_extra.get(device, 0)
+                    if held + item.gpus > queue.device_caps[device]:
+                        continue
+                slot = self._best_node(p, item.request)
+                if slot is not None:
+                    spot = (p, slot)
+                    break
+            if spot is None:
+                ok = False
+                break
+            p, slot = spot
+            self.free[p][slot] -= item.request
+            taken.append((p, slot, item.request))
+            spots[i] = spot
+            if item.untyped and self.problem.pools[p].device in queue.device_caps:
+                device = self.problem.pools[p].device
+                device_extra[device] = device_extra.get(device, 0) + item.gpus  # type: ignore[index]
+        for p, slot, request in taken:
+            self.free[p][slot] += request
+        return tuple(spots) if ok else None  # type: ignore[arg-type]
+
+    def _best_node(self, pool: int, request: np.ndarray) -> int | None:
+        free = self.free[pool]
+        fits = (free >= request).all(axis=1)
+        open_fits = fits & self.opened[pool]
+        if open_fits.any():
+            dim = GPU_DIM if request[GPU_DIM] else CPU_DIM
+            candidates = np.flatnonzero(open_fits)
+            return int(candidates[np.argmin(free[candidates, dim] - request[dim])])
+        fresh = np.flatnonzero(fits)
+        return int(fresh[0]) if len(fresh) else None
+
+    # -- commit --------------------------------------------------------------------------
+
+    def admit(self, action: ActionInfo, placement: Placement | None) -> None:
+        usage = self.usage[action.queue]
+        demand = self.charge_of(action)
+        for name, amount in demand.resources.items():
+            usage.used[name] = usage.used.get(name, 0) + amount
+        for device, count in demand.devices.items():
+            usage.device_used[device] = usage.device_used.get(device, 0) + count
+        usage.untyped_used += demand.untyped
+        usage.admitted += 1
+        usage.runs.add(action.run)
+        items = self.items_to_place(action)
+        if placement is not None:
+            for item, (p, slot) in zip(items, placement.spots, strict=True):
+                self.free[p][slot] -= item.request
+                self.opened[p][slot] = True
+                device = self.problem.pools[p].device
+                if item.untyped and device is not None:
+                    usage.device_used[device] = usage.device_used.get(device, 0) + item.gpus
+        if self.starts_env(action):
+            assert placement is not None
+            self.env_started[action.env] = placement  # type: ignore[index]
+            self.admitted[action.index] = None
+        else:
+            self.admitted[action.index] = placement

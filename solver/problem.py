@@ -1,0 +1,321 @@
+"""A snapshot compiled once into plain arrays: the solver's input.
+
+Everything the tick needs is indexed by small integers here (queues, clusters,
+node pools, pending actions in global order, containers to place), so the
+phases after it never look at a pydantic model or parse a spelling again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from models.devices import NVIDIA_GPU
+from models.quantity import CPU, MEMORY
+from models.snapshot import ActionState, Container, Scheduling, Snapshot
+
+CPU_DIM, MEMORY_DIM, GPU_DIM = 0, 1, 2
+UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not declare
+
+
+@dataclass
+class QueueInfo:
+    index: int
+    name: str
+    strict: bool
+    priority: int
+    caps: dict[str, int]  # resource -> cap (named resources only)
+    device_caps: dict[str, int]  # canonical device -> cap
+    max_gpus: int | None
+    action_concurrency: int | None
+    run_concurrency: int | None
+    depth: int | None
+    clusters: list[int]
+    # what running work already holds
+    used: dict[str, int] = field(default_factory=dict)
+    device_used: dict[str, int] = field(default_factory=dict)
+    untyped_used: int = 0
+    running: int = 0
+    active_runs: set[str] = field(default_factory=set)
+
+
+@dataclass
+class PoolInfo:
+    index: int
+    cluster: int
+    name: str
+    device: str | None
+    gpus_per_node: int
+    labels: dict[str, str]
+    room: np.ndarray  # one node's allocatable room per placement dimension
+    nodes: int  # nodes up now
+    max_nodes: int  # full scale
+    used: np.ndarray  # (max_nodes, dims) held by running work
+
+    @property
+    def nvidia(self) -> bool:
+        return self.device is not None and self.device.startswith(NVIDIA_GPU + "/")
+
+
+@dataclass
+class Item:
+    """One container to place: of a pending action, or a replica of a starting pool."""
+
+    name: str
+    request: np.ndarray  # placement dimensions
+    gpus: int
+    device: str | None  # typed request (after the org default type), None if untyped or none
+    selector: dict[str, str]
+    pools: dict[int, list[int]] = field(default_factory=dict)  # cluster -> compatible pools
+
+    @property
+    def untyped(self) -> bool:
+        return self.gpus > 0 and self.device is None
+
+
+@dataclass
+class Demand:
+    """What admitting a unit charges against its queue's caps."""
+
+    resources: dict[str, int]
+    devices: dict[str, int]
+    untyped: int
+
+
+@dataclass
+class EnvInfo:
+    index: int
+    name: str
+    queue: int
+    running: bool
+    items: list[Item]
+    demand: Demand
+
+
+@dataclass
+class ActionInfo:
+    index: int  # position in global order
+    id: str
+    run: str
+    queue: int
+    submitted_at: datetime
+    max_queued_time_s: float | None
+    deadline: datetime | None
+    items: list[Item]
+    demand: Demand
+    env: int | None  # index into Problem.envs
+
+
+@dataclass
+class Problem:
+    now: datetime
+    dims: list[str]  # placement dimension names: cpu, memory, gpu, then declared extras
+    queues: list[QueueInfo]
+    cluster_names: list[str]
+    pools: list[PoolInfo]
+    pools_of_cluster: list[list[int]]
+    envs: list[EnvInfo]
+    actions: list[ActionInfo]  # pending, in global order
+    running_env_actions: dict[int, int]  # env index -> running actions that joined it
+
+
+def compile_snapshot(snapshot: Snapshot) -> Problem:
+    """Index the snapshot; pending actions are put in global order (priority, then arrival)."""
+    default_type = snapshot.settings.default_gpu_type
+    extras = sorted(
+        {r for c in snapshot.clusters for p in c.node_pools for r in p.node.resources}
+        - {CPU, MEMORY}
+    )
+    dims = [CPU, MEMORY, "gpu", *extras]
+    cluster_index = {c.name: i for i, c in enumerate(snapshot.clusters)}
+
+    pools: list[PoolInfo] = []
+    pools_of_cluster: list[list[int]] = []
+    pool_index: dict[tuple[str, str], int] = {}
+    for ci, cluster in enumerate(snapshot.clusters):
+        indices = []
+        for pool in cluster.node_pools:
+            room = np.full(len(dims), UNBOUNDED, dtype=np.int64)
+            for name, amount in pool.node.room.items():
+                room[dims.index(name)] = amount
+            room[GPU_DIM] = pool.node.accelerators
+            full = max(pool.full_scale, pool.nodes)
+            info = PoolInfo(
+                index=len(pools),
+                cluster=ci,
+                name=pool.name,
+                device=pool.node.accelerator if pool.node.accelerators else None,
+                gpus_per_node=pool.node.accelerators,
+                labels=dict(pool.labels),
+                room=room,
+                nodes=pool.nodes,
+                max_nodes=full,
+                used=np.zeros((full, len(dims)), dtype=np.int64),
+            )
+            pool_index[(cluster.name, pool.name)] = info.index
+            indices.append(info.index)
+            pools.append(info)
+        pools_of_cluster.append(indices)
+
+    queues: list[QueueInfo] = []
+    queue_index: dict[str, int] = {}
+    for qi, queue in enumerate(snapshot.queues):
+        routed = (
+            [cluster_index[c] for c in queue.clusters]
+            if queue.clusters is not None
+            else list(range(len(snapshot.clusters)))
+        )
+        queues.append(
+            QueueInfo(
+                index=qi,
+                name=queue.name,
+                strict=queue.scheduling is Scheduling.STRICT_FIFO,
+                priority=queue.priority,
+                caps=dict(queue.max_resources),
+                device_caps=dict(queue.max_accelerators),
+                max_gpus=queue.max_gpus,
+                action_concurrency=queue.action_concurrency,
+                run_concurrency=queue.run_concurrency,
+                depth=queue.depth,
+                clusters=routed,
+            )
+        )
+        queue_index[queue.name] = qi
+
+    def make_item(container: Container, queue: QueueInfo) -> Item:
+        request = np.zeros(len(dims), dtype=np.int64)
+        for name, amount in container.resources.items():
+            if name in dims:
+                request[dims.index(name)] = amount
+        gpus, device = 0, None
+        if container.gpu is not None:
+            gpus = container.gpu.count
+            device = container.gpu.device.canonical if container.gpu.device else default_type
+        request[GPU_DIM] = gpus
+        item = Item(container.name, request, gpus, device, dict(container.node_selector))
+        for ci in queue.clusters:
+            compatible = [p for p in pools_of_cluster[ci] if _fits_pool(item, pools[p], queue)]
+            if compatible:
+                item.pools[ci] = compatible
+        return item
+
+    def demand_of(containers: list[Container], items: list[Item]) -> Demand:
+        resources: dict[str, int] = {}
+        devices: dict[str, int] = {}
+        untyped = 0
+        for container, item in zip(containers, items, strict=True):
+            for name, amount in container.resources.items():
+                resources[name] = resources.get(name, 0) + amount
+            if item.gpus and item.device is not None:
+                devices[item.device] = devices.get(item.device, 0) + item.gpus
+            elif item.gpus:
+                untyped += item.gpus
+        return Demand(resources, devices, untyped)
+
+    envs: list[EnvInfo] = []
+    env_index: dict[str, int] = {}
+    for ei, env in enumerate(snapshot.environments):
+        queue = queues[queue_index[env.queue]]
+        containers = env.replica_containers()
+        items = [make_item(c, queue) for c in containers]
+        demand = demand_of(containers, items)
+        envs.append(EnvInfo(ei, env.name, queue.index, env.running, items, demand))
+        env_index[env.name] = ei
+        if env.running and env.placement is not None:
+            _charge_running(queue, demand, items, env.placement, pools, pool_index)
+
+    pending = []
+    running_env_actions: dict[int, int] = {}
+    for position, action in enumerate(snapshot.actions):
+        queue = queues[queue_index[action.queue]]
+        if action.state is ActionState.RUNNING:
+            queue.running += 1
+            queue.active_runs.add(action.run_id)
+            if action.environment is not None:
+                ei = env_index[action.environment]
+                running_env_actions[ei] = running_env_actions.get(ei, 0) + 1
+            elif action.placement is not None:
+                items = [make_item(c, queue) for c in action.containers]
+                demand = demand_of(action.containers, items)
+                _charge_running(queue, demand, items, action.placement, pools, pool_index)
+            continue
+        pending.append((-queue.priority, action.submitted_at, position, action))
+    pending.sort(key=lambda entry: entry[:3])
+
+    actions = []
+    for order, (_, _, _, action) in enumerate(pending):
+        queue = queues[queue_index[action.queue]]
+        items = [make_item(c, queue) for c in action.containers]
+        env = env_index[action.environment] if action.environment is not None else None
+        actions.append(
+            ActionInfo(
+                index=order,
+                id=action.id,
+                run=action.run_id,
+                queue=queue.index,
+                submitted_at=action.submitted_at,
+                max_queued_time_s=(
+                    action.max_queued_time.total_seconds() if action.max_queued_time else None
+                ),
+                deadline=action.deadline_at(),
+                items=items,
+                demand=demand_of(action.containers, items),
+                env=env,
+            )
+        )
+    return Problem(
+        now=snapshot.now,
+        dims=dims,
+        queues=queues,
+        cluster_names=[c.name for c in snapshot.clusters],
+        pools=pools,
+        pools_of_cluster=pools_of_cluster,
+        envs=envs,
+        actions=actions,
+        running_env_actions=running_env_actions,
+    )
+
+
+def _fits_pool(item: Item, pool: PoolInfo, queue: QueueInfo) -> bool:
+    """Accelerator, labels and size of one empty node all admit the container."""
+    if item.gpus == 0:
+        # Accelerator nodes are kept for accelerator work, as tainted GPU pools are.
+        if pool.gpus_per_node:
+            return False
+    elif item.device is not None:
+        if pool.device != item.device:
+            return False
+    else:
+        if not pool.nvidia or "/" in pool.device.split("/", 1)[1]:  # type: ignore[union-attr]
+            return False  # untyped requests take whole NVIDIA GPUs, never a partition
+        cap = queue.device_caps.get(pool.device)  # type: ignore[arg-type]
+        if cap is not None and cap < item.gpus:
+            return False
+    if any(pool.labels.get(key) != value for key, value in item.selector.items()):
+        return False
+    return bool((item.request <= pool.room).all())
+
+
+def _charge_running(
+    queue: QueueInfo,
+    demand: Demand,
+    items: list[Item],
+    placement,  # models.snapshot.Placement
+    pools: list[PoolInfo],
+    pool_index: dict[tuple[str, str], int],
+) -> None:
+    for name, amount in demand.resources.items():
+        queue.used[name] = queue.used.get(name, 0) + amount
+    for device, count in demand.devices.items():
+        queue.device_used[device] = queue.device_used.get(device, 0) + count
+    queue.untyped_used += demand.untyped
+    by_name = {item.name: item for item in items}
+    for spot in placement.containers:
+        pool = pools[pool_index[(placement.cluster, spot.node_pool)]]
+        item = by_name[spot.name]
+        pool.used[spot.node] += np.minimum(item.request, UNBOUNDED)
+        pool.nodes = max(pool.nodes, spot.node + 1)
+        if item.untyped and pool.device is not None:
+            queue.device_used[pool.device] = queue.device_used.get(pool.device, 0) + item.gpus
