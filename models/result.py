@@ -107,9 +107,12 @@ class SolverInfo(BaseModel):
     wall_time_s: float
     limit_hit: bool
     phases_s: dict[str, float] = Field(default_factory=dict)
-    model_actions: int = 0
-    model_variables: int = 0
-    solves: int = 0
+    contested: int = 0  # actions best-fit could not place, each decided by the model or a bound
+    model_solves: int = 0
+    largest_model_variables: int = 0
+    # Checks whose model was limited to the nodes near the action (the tick was too large to let
+    # every admission move) and found no room: such a refusal is likely but not proven exact.
+    unproven_refusals: int = 0
 
 
 class TickResult(BaseModel):

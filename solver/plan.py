@@ -16,6 +16,7 @@ from models.result import UNTYPED_GPU, WaitReason
 from solver.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Demand, Item, Problem
 
 Spot = tuple[int, int]  # (pool index, node index)
+UnitKey = tuple[str, int]  # ("action", action index) or ("env", environment index)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,10 @@ class Plan:
         ]
         self.admitted: dict[int, Placement | None] = {}  # None: joined a pool, nothing placed
         self.env_started: dict[int, Placement] = {}
+        self.pool_units: dict[int, set[UnitKey]] = {}  # who this tick placed work in a pool
+        self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
+        for pool in problem.pools:
+            self.cluster_used[pool.cluster] += _bounded(pool.room, pool.used.sum(axis=0))
 
     def copy(self) -> Plan:
         other = Plan.__new__(Plan)
@@ -67,7 +72,21 @@ class Plan:
         ]
         other.admitted = dict(self.admitted)
         other.env_started = dict(self.env_started)
+        other.pool_units = {p: set(keys) for p, keys in self.pool_units.items()}
+        other.cluster_used = self.cluster_used.copy()
         return other
+
+    def units(self) -> dict[UnitKey, tuple[int, list[Item], Placement]]:
+        """Every placed unit of this tick: its queue, its containers and where they sit."""
+        found: dict[UnitKey, tuple[int, list[Item], Placement]] = {}
+        for i, placement in self.admitted.items():
+            if placement is not None:
+                action = self.problem.actions[i]
+                found[("action", i)] = (action.queue, action.items, placement)
+        for e, placement in self.env_started.items():
+            env = self.problem.envs[e]
+            found[("env", e)] = (env.queue, env.items, placement)
+        return found
 
     # -- what a unit needs ---------------------------------------------------------------
 
@@ -162,18 +181,11 @@ class Plan:
 
     def load(self, cluster: int) -> float:
         """Share of the cluster's full-scale room in use, on its scarcest dimension."""
-        shares = [0.0]
-        totals = np.zeros(len(self.problem.dims), dtype=np.float64)
-        used = np.zeros(len(self.problem.dims), dtype=np.float64)
-        for p in self.problem.pools_of_cluster[cluster]:
-            pool = self.problem.pools[p]
-            bounded = pool.room < UNBOUNDED
-            totals += np.where(bounded, pool.room, 0) * pool.max_nodes
-            used += np.where(bounded, pool.room * pool.max_nodes - self.free[p].sum(axis=0), 0)
-        nonzero = totals > 0
-        if nonzero.any():
-            shares.append(float((used[nonzero] / totals[nonzero]).max()))
-        return max(shares)
+        total = self.problem.cluster_room[cluster]
+        nonzero = total > 0
+        if not nonzero.any():
+            return 0.0
+        return float((self.cluster_used[cluster][nonzero] / total[nonzero]).max())
 
     def find_placement(self, action: ActionInfo) -> Placement | None:
         """Best-fit the unit's containers into the least loaded cluster that takes them all."""
@@ -250,16 +262,27 @@ class Plan:
         usage.admitted += 1
         usage.runs.add(action.run)
         items = self.items_to_place(action)
+        starts_env = self.starts_env(action)
         if placement is not None:
+            key: UnitKey = ("env", action.env) if starts_env else ("action", action.index)  # type: ignore[assignment]
             for item, (p, slot) in zip(items, placement.spots, strict=True):
+                pool = self.problem.pools[p]
                 self.free[p][slot] -= item.request
                 self.opened[p][slot] = True
-                device = self.problem.pools[p].device
-                if item.untyped and device is not None:
-                    usage.device_used[device] = usage.device_used.get(device, 0) + item.gpus
-        if self.starts_env(action):
+                self.cluster_used[pool.cluster] += _bounded(pool.room, item.request)
+                self.pool_units.setdefault(p, set()).add(key)
+                if item.untyped and pool.device is not None:
+                    usage.device_used[pool.device] = (
+                        usage.device_used.get(pool.device, 0) + item.gpus
+                    )
+        if starts_env:
             assert placement is not None
             self.env_started[action.env] = placement  # type: ignore[index]
             self.admitted[action.index] = None
         else:
             self.admitted[action.index] = placement
+
+
+def _bounded(room: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    """`amount` on the dimensions a node declares; zero on the unbounded ones."""
+    return np.where(room < UNBOUNDED, amount, 0)

@@ -119,6 +119,7 @@ class Problem:
     envs: list[EnvInfo]
     actions: list[ActionInfo]  # pending, in global order
     running_env_actions: dict[int, int]  # env index -> running actions that joined it
+    cluster_room: np.ndarray  # (clusters, dims): full-scale room on the dimensions nodes declare
 
 
 def compile_snapshot(snapshot: Snapshot) -> Problem:
@@ -265,7 +266,11 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
                 env=env,
             )
         )
+    cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
+    for pool in pools:
+        cluster_room[pool.cluster] += np.where(pool.room < UNBOUNDED, pool.room, 0) * pool.max_nodes
     return Problem(
+        cluster_room=cluster_room,
         now=snapshot.now,
         dims=dims,
         queues=queues,
