@@ -1,0 +1,80 @@
+"""The FastAPI application: `create_app(settings)` wires the store, the tick loop and routers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api.auth import Authenticator
+from api.config import ServiceSettings
+from api.errors import install_error_handlers
+from api.routes import actions, fleet, ops, queues, watch
+from api.store import SqliteStore, Store
+from api.ticker import TickFn, TickLoop, solver_tick
+
+log = logging.getLogger("sluice.api")
+
+
+def create_app(
+    settings: ServiceSettings, *, tick_fn: TickFn | None = None, store: Store | None = None
+) -> FastAPI:
+    """The tick service. `tick_fn` and `store` replace the real ones in tests.
+
+    The store opens and the tick loop starts in the lifespan, so a TestClient
+    used as a context manager runs the whole service in-process.
+    """
+    authenticator = Authenticator.from_file(settings.auth_file)  # a bad file fails here
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.store = store or await asyncio.to_thread(SqliteStore, settings.db_path)
+        app.state.ticker = TickLoop(
+            app.state.store, tick_fn or solver_tick(settings.time_limit_s), settings.period_s
+        )
+        background = [asyncio.create_task(app.state.ticker.run_forever(), name="tick-loop")]
+        if settings.demo:
+            from api.demo import DemoExecutor, load_demo_fleet
+
+            await asyncio.to_thread(load_demo_fleet, app.state.store)
+            executor = DemoExecutor(app.state.store, seed=settings.demo_seed)
+            background.append(asyncio.create_task(executor.run_forever(), name="demo-executor"))
+        if authenticator.open:
+            log.warning("no auth file given: the server runs OPEN, every caller is an admin")
+        else:
+            log.info("auth: bearer tokens from %s", settings.auth_file)
+        log.info(
+            "tick service on %s: a tick every %.2f s, solver limit %.2f s%s",
+            settings.db_path,
+            settings.period_s,
+            settings.time_limit_s,
+            ", demo executor running" if settings.demo else "",
+        )
+        try:
+            yield
+        finally:
+            app.state.ticker.stop()
+            for task in background[1:]:
+                task.cancel()
+            for task in background:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if store is None:
+                app.state.store.close()
+
+    app = FastAPI(
+        title="Sluice",
+        summary="Batch admission and placement: capped queues, solved as one model per tick.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.auth = authenticator
+    install_error_handlers(app)
+    for router in (queues.router, actions.router, fleet.router, watch.router, ops.router):
+        app.include_router(router)
+    return app

@@ -1,0 +1,24 @@
+"""The tick service's settings: one object built by the CLI (or a test), never at import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+
+
+class ServiceSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    db_path: Path = Path("sluice.db")
+    period_s: PositiveFloat = 2.0
+    tick_time_limit_s: PositiveFloat | None = Field(
+        default=None, description="The solver's time limit; by default 80% of the period."
+    )
+    auth_file: Path | None = None  # None: the server runs open (every caller is admin)
+    demo: bool = False
+    demo_seed: int = 7
+
+    @property
+    def time_limit_s(self) -> float:
+        return self.tick_time_limit_s or 0.8 * self.period_s

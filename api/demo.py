@@ -1,0 +1,266 @@
+"""`sluice serve --demo`: a demo fleet and an executor that makes its queues move.
+
+The fleet is the seed's two teams on one pool of GPU clusters: `research` and
+`inference-eval` with the seed's caps, plus the `default` queue and a small
+strict_fifo queue for gang-style training, so the head-of-line banner shows
+up. The executor submits a steady stream of work, starts what the tick
+schedules and finishes it after a simulated run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from api.store import Outcome, Phase, Store
+from models.errors import AlreadyExists, FailedPrecondition, SluiceError
+from models.snapshot import Action, Cluster, Environment, Queue
+
+log = logging.getLogger("sluice.demo")
+
+GPU_POOL = "gpu-pool"
+
+
+def _pool(
+    name: str,
+    cpu: str,
+    memory: str,
+    nodes: int,
+    max_nodes: int,
+    gpu: str | None = None,
+    per: int = 0,
+) -> dict[str, Any]:
+    node: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if gpu:
+        node |= {"accelerator": gpu, "accelerators": per}
+    labels = {"tier": "gpu" if gpu else "cpu"}
+    return {"name": name, "node": node, "labels": labels, "nodes": nodes, "max_nodes": max_nodes}
+
+
+DEMO_CLUSTERS = [
+    Cluster.model_validate(
+        {
+            "name": "east",
+            "node_pools": [
+                _pool("h100", "96", "1Ti", 4, 6, "H100", 8),
+                _pool("cpu", "64", "256Gi", 4, 8),
+            ],
+        }
+    ),
+    Cluster.model_validate(
+        {
+            "name": "west",
+            "node_pools": [
+                _pool("h100", "96", "1Ti", 2, 4, "H100", 8),
+                _pool("t4", "32", "128Gi", 4, 8, "T4", 4),
+            ],
+        }
+    ),
+    Cluster.model_validate({"name": "central", "node_pools": [_pool("cpu", "32", "128Gi", 8, 16)]}),
+]
+
+DEMO_QUEUES = [
+    # The seed's two teams ("Set caps on a queue" and the inference-eval example).
+    Queue(
+        name="research",
+        pool=GPU_POOL,
+        run_concurrency=100,
+        action_concurrency=1000,
+        max_resources={"cpu": "512", "memory": "4Ti"},
+        max_gpus=8,
+        max_accelerators={"H100": 48},
+        scheduling="greedy_capacity",
+    ),
+    Queue(
+        name="inference-eval",
+        pool=GPU_POOL,
+        run_concurrency=50,
+        action_concurrency=500,
+        max_resources={"cpu": "128"},
+        max_accelerators={"H100": 16},
+        scheduling="greedy_capacity",
+    ),
+    # Gang-style jobs on their own strict FIFO queue, as the seed advises.
+    Queue(
+        name="gang-train",
+        pool=GPU_POOL,
+        run_concurrency=4,
+        max_accelerators={"H100": 32},
+        scheduling="strict_fifo",
+        depth=50,
+    ),
+]
+
+DEMO_ENVIRONMENTS = [
+    Environment(
+        name="embedder",
+        queue="research",
+        replicas=2,
+        resources={"cpu": "2", "memory": "8Gi"},
+        gpu="T4:1",
+    )
+]
+
+
+@dataclass(frozen=True)
+class _Template:
+    """One kind of demo work: its queue, containers and simulated run time."""
+
+    prefix: str
+    queue: str
+    containers: list[dict[str, Any]]
+    seconds: tuple[float, float]
+    environment: str | None = None
+
+
+def _container(cpu: str, memory: str, gpu: str | int | None = None, name: str = "main") -> dict:
+    resources: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if gpu is not None:
+        resources["gpu"] = gpu
+    return {"name": name, "resources": resources}
+
+
+# (template, share of the stream, how many to keep waiting in its queue)
+_WORK: list[tuple[_Template, int]] = [
+    (_Template("train", "research", [_container("32", "256Gi", "H100:8")], (20, 60)), 3),
+    (_Template("sweep", "research", [_container("4", "32Gi", "H100:1")], (8, 25)), 8),
+    (_Template("probe", "research", [_container("2", "8Gi", 1)], (5, 15)), 3),
+    (_Template("embed", "research", [], (3, 10), environment="embedder"), 4),
+    (_Template("eval", "inference-eval", [_container("16", "64Gi", "H100:4")], (10, 30)), 5),
+    (_Template("eval-small", "inference-eval", [_container("4", "16Gi", "H100:1")], (5, 15)), 5),
+    (
+        _Template(
+            "gang",
+            "gang-train",
+            [_container("48", "512Gi", "H100:8", name=f"worker-{i}") for i in range(3)],
+            (25, 50),
+        ),
+        1,
+    ),
+    (_Template("finetune", "gang-train", [_container("8", "64Gi", "H100:2")], (10, 20)), 2),
+    (_Template("etl", "default", [_container("4", "8Gi")], (5, 20)), 4),
+]
+_KEEP_WAITING = {"research": 25, "inference-eval": 12, "gang-train": 4, "default": 6}
+_IDLE_POOL_S = 20.0  # a reusable pool with nothing to run shuts down after this
+
+
+def load_demo_fleet(store: Store) -> None:
+    """Put the demo clusters, queues and environment; what already exists is kept."""
+    existing = {cluster.name for cluster in store.list_clusters()}
+    for cluster in DEMO_CLUSTERS:
+        if cluster.name not in existing:
+            store.put_cluster(cluster)
+    for queue in DEMO_QUEUES:
+        with contextlib.suppress(AlreadyExists):
+            store.create_queue(queue)
+    known = {record.environment.name for record in store.list_environments()}
+    for environment in DEMO_ENVIRONMENTS:
+        if environment.name not in known:
+            store.put_environment(environment)
+
+
+class DemoExecutor:
+    """Starts scheduled actions, finishes them after a simulated time, keeps work coming."""
+
+    def __init__(self, store: Store, seed: int = 7, step_s: float = 0.5) -> None:
+        self.store = store
+        self.step_s = step_s
+        self._random = random.Random(seed)
+        self._finish_at: dict[str, float] = {}
+        self._run_times: dict[str, tuple[float, float]] = {}  # by action id, from its template
+        self._pool_idle_since: dict[str, float] = {}
+        self._serial = 0
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(self.step, time.monotonic())
+            except SluiceError as error:  # a race with a person using the API: try again
+                log.info("demo step skipped: %s", error.message)
+            await asyncio.sleep(self.step_s)
+
+    def step(self, clock: float) -> None:
+        now = datetime.now(UTC)
+        for record in self.store.list_actions(phase=Phase.SCHEDULED, limit=2000):
+            self.store.report(record.action.id, Outcome.STARTED, now)
+            low, high = self._run_times.pop(record.action.id, (5.0, 20.0))
+            self._finish_at[record.action.id] = clock + self._random.uniform(low, high)
+        for record in self.store.list_actions(phase=Phase.RUNNING, limit=5000):
+            action_id = record.action.id
+            # Actions running before a restart get a run time when first seen.
+            due = self._finish_at.setdefault(action_id, clock + self._random.uniform(5, 20))
+            if clock >= due:
+                del self._finish_at[action_id]
+                if self._random.random() < 0.03:
+                    self.store.report(
+                        action_id, Outcome.FAILED, now, message="demo: simulated task failure"
+                    )
+                else:
+                    self.store.report(action_id, Outcome.SUCCEEDED, now)
+        self._stop_idle_pools(clock)
+        self._submit_more(now)
+
+    def _stop_idle_pools(self, clock: float) -> None:
+        running = [
+            record.environment.name
+            for record in self.store.list_environments()
+            if record.environment.running
+        ]
+        if not running:
+            return
+        busy = {
+            record.action.environment
+            for phase in (Phase.QUEUED, Phase.SCHEDULED, Phase.RUNNING)
+            for record in self.store.list_actions(phase=phase, limit=5000)
+            if record.action.environment
+        }
+        for name in running:
+            if name in busy:
+                self._pool_idle_since.pop(name, None)
+                continue
+            since = self._pool_idle_since.setdefault(name, clock)
+            if clock - since >= _IDLE_POOL_S:
+                try:
+                    self.store.stop_environment(name)
+                except FailedPrecondition:
+                    continue
+                self._pool_idle_since.pop(name, None)
+                log.info("demo: reusable pool %s idle for %.0f s, stopped", name, _IDLE_POOL_S)
+
+    def _submit_more(self, now: datetime) -> None:
+        counts = self.store.queue_counts()
+        templates = [template for template, _ in _WORK]
+        weights = [weight for _, weight in _WORK]
+        for queue, keep in _KEEP_WAITING.items():
+            waiting = counts[queue].queued if queue in counts else 0
+            if waiting >= keep:
+                continue
+            choices = [(t, w) for t, w in zip(templates, weights, strict=True) if t.queue == queue]
+            batch = []
+            for _ in range(min(keep - waiting, 3)):
+                template = self._random.choices(
+                    [t for t, _ in choices], weights=[w for _, w in choices]
+                )[0]
+                self._serial += 1
+                action_id = f"{template.prefix}-{now:%H%M%S}-{self._serial}"
+                self._run_times[action_id] = template.seconds
+                batch.append(
+                    Action.model_validate(
+                        {
+                            "id": action_id,
+                            "run": f"{template.prefix}-run-{self._serial // 4}",
+                            "queue": queue,
+                            "submitted_at": now,
+                            "containers": template.containers,
+                            "environment": template.environment,
+                            "max_queued_time": "10m",
+                        }
+                    )
+                )
+            self.store.submit(batch)

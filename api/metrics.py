@@ -1,0 +1,87 @@
+"""/metrics in the Prometheus text exposition format (no client library needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from api.schemas import QueuePublic
+from api.ticker import TickStats
+from models.quantity import CPU, parse_quantity
+from models.result import UNTYPED_GPU
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _amount(resource: str, quantity: str) -> float:
+    """Base units: cores for cpu, bytes for memory."""
+    amount = parse_quantity(resource, quantity, resource)
+    return amount / 1000 if resource == CPU else float(amount)
+
+
+class _Family:
+    def __init__(self, name: str, kind: str, help_text: str) -> None:
+        self.lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        self.name = name
+
+    def add(self, value: float, **labels: str) -> None:
+        inner = ",".join(f'{key}="{_label(val)}"' for key, val in labels.items())
+        self.lines.append(
+            f"{self.name}{{{inner}}} {value:g}" if inner else f"{self.name} {value:g}"
+        )
+
+
+def render_metrics(queues: Iterable[QueuePublic], stats: TickStats) -> str:
+    usage = _Family(
+        "sluice_queue_in_flight",
+        "gauge",
+        "Requested by scheduled, unfinished actions (cpu in cores, memory in bytes, devices).",
+    )
+    caps = _Family("sluice_queue_cap", "gauge", "The queue's cap, in the same units.")
+    waiting = _Family("sluice_queue_waiting", "gauge", "Actions waiting in the queue.")
+    running = _Family("sluice_queue_running", "gauge", "Scheduled or running actions.")
+    depth = _Family("sluice_queue_depth_used", "gauge", "In flight plus waiting.")
+    blocked = _Family(
+        "sluice_queue_head_blocked", "gauge", "1 when a strict_fifo queue's head is blocked."
+    )
+    draining = _Family("sluice_queue_draining", "gauge", "1 when the queue accepts nothing new.")
+    blocked_total = 0
+    for queue in queues:
+        key = {"queue": queue.name, "pool": queue.pool}
+        for resource, quantity in queue.in_flight_resources.items():
+            usage.add(_amount(resource, quantity), **key, resource=resource)
+        for resource, quantity in queue.max_resources.items():
+            caps.add(_amount(resource, quantity), **key, resource=resource)
+        for device, count in queue.accelerator_charges.items():
+            usage.add(count, **key, resource=device)
+        for device, count in queue.max_accelerators.items():
+            caps.add(count, **key, resource=device)
+        if queue.max_gpus is not None:
+            caps.add(queue.max_gpus, **key, resource=UNTYPED_GPU)
+        waiting.add(queue.waiting, **key)
+        running.add(queue.running_actions, **key)
+        depth.add(queue.depth_used, **key)
+        blocked.add(int(queue.head_blocked), **key)
+        draining.add(int(queue.draining), **key)
+        blocked_total += queue.head_blocked
+    blocked_count = _Family("sluice_queues_blocked", "gauge", "Queues whose head is blocked.")
+    blocked_count.add(blocked_total)
+    duration = _Family(
+        "sluice_tick_duration_seconds", "gauge", "Wall time of the last tick (read, solve, write)."
+    )
+    duration.add(stats.last_duration_s)
+    phases = _Family("sluice_tick_phase_seconds", "gauge", "The last tick's time per phase.")
+    for phase, seconds in stats.phases_s.items():
+        phases.add(seconds, phase=phase)
+    ticks = _Family("sluice_ticks_total", "counter", "Ticks written back.")
+    ticks.add(stats.ticks)
+    failures = _Family("sluice_tick_failures_total", "counter", "Ticks that failed.")
+    failures.add(stats.failures)
+    overruns = _Family("sluice_tick_overruns_total", "counter", "Ticks longer than the period.")
+    overruns.add(stats.overruns)
+    families = (
+        usage, caps, waiting, running, depth, blocked, draining, blocked_count,
+        duration, phases, ticks, failures, overruns,
+    )  # fmt: skip
+    return "\n".join(line for family in families for line in family.lines) + "\n"

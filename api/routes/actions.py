@@ -1,0 +1,82 @@
+"""Actions: submit one or a batch, get, list, cancel; executors report outcomes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.schemas import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted, ExecutorReport
+from api.store import Phase
+from api.views import action_view
+
+router = APIRouter(prefix="/actions", tags=["actions"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def submit_action(
+    body: ActionSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> ActionPublic:
+    """Queue one action. The reply comes once it is on disk.
+
+    A full queue answers 429 RESOURCE_EXHAUSTED at once; a draining queue
+    QUEUE_DRAINING; an unknown queue NOT_FOUND."""
+    who.require_queue(body.queue, "submit")
+    action = body.to_action(datetime.now(UTC))
+    store.submit([action])
+    return action_view(store.get_action(action.id), ticker)
+
+
+@router.post("/batch", status_code=status.HTTP_201_CREATED)
+def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> BatchAccepted:
+    """Queue many actions, all or none, in arrival order."""
+    for queue in sorted({submission.queue for submission in body.actions}):
+        who.require_queue(queue, "submit")
+    now = datetime.now(UTC)
+    actions = [
+        submission.to_action(now, ("actions", index))
+        for index, submission in enumerate(body.actions)
+    ]
+    store.submit(actions)
+    return BatchAccepted(ids=[action.id for action in actions])
+
+
+@router.get("")
+def list_actions(
+    store: StoreDep,
+    ticker: TickerDep,
+    _: PrincipalDep,
+    queue: str | None = None,
+    state: Phase | None = None,
+    cluster: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+) -> list[ActionPublic]:
+    """In arrival order. Executors poll `state=scheduled` (and `cluster=`) for work."""
+    records = store.list_actions(queue=queue, phase=state, cluster=cluster, limit=limit)
+    return [action_view(record, ticker) for record in records]
+
+
+@router.get("/{action_id}")
+def get_action(action_id: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> ActionPublic:
+    return action_view(store.get_action(action_id), ticker)
+
+
+@router.post("/{action_id}/cancel")
+def cancel_action(
+    action_id: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> ActionPublic:
+    """A queued action leaves the line; a scheduled or running one frees its charges."""
+    who.require_queue(store.get_action(action_id).action.queue, "cancel")
+    return action_view(store.cancel_action(action_id, datetime.now(UTC)), ticker)
+
+
+@router.post("/{action_id}/report")
+def report_action(
+    action_id: str, body: ExecutorReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> ActionPublic:
+    """An executor's report: started, succeeded or failed. Finishing frees the charges."""
+    who.require_executor("report action outcomes")
+    record = store.report(action_id, body.outcome, datetime.now(UTC), body.code, body.message)
+    return action_view(record, ticker)

@@ -1,0 +1,49 @@
+"""Health and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel
+
+from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.metrics import render_metrics
+from api.views import queue_views
+from models.fields import Timestamp
+
+router = APIRouter(tags=["ops"])
+
+
+class Health(BaseModel):
+    status: str  # "ok", or "degraded" when the last tick failed
+    ticks: int
+    last_tick_at: Timestamp | None
+    last_tick_s: float
+    last_error: str | None
+
+
+@router.get("/healthz", responses={503: {"model": Health}})
+def healthz(ticker: TickerDep) -> JSONResponse:
+    """No token needed. 503 while the last tick failed."""
+    stats = ticker.stats
+    health = Health(
+        status="degraded" if stats.last_error else "ok",
+        ticks=stats.ticks,
+        last_tick_at=stats.last_finished_at,
+        last_tick_s=stats.last_duration_s,
+        last_error=stats.last_error,
+    )
+    return JSONResponse(
+        health.model_dump(mode="json"), status_code=503 if stats.last_error else 200
+    )
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics(store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> PlainTextResponse:
+    """Usage and cap per queue and resource, waiting and blocked counts, tick duration.
+
+    Any token may scrape it."""
+    return PlainTextResponse(
+        render_metrics(queue_views(store, ticker), ticker.stats),
+        media_type="text/plain; version=0.0.4",
+    )

@@ -1,0 +1,125 @@
+"""The tick loop: snapshot, solve, write back, on a fixed period, never overlapping.
+
+The loop runs as one asyncio task in the app's lifespan. Each tick's blocking
+work (reading the snapshot, the CPU-bound solve, the write-back transaction)
+runs in one worker thread, so the event loop keeps serving requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from api.store import AppliedTick, Store
+from models.result import TickResult, WaitingAction
+from models.snapshot import Snapshot
+from solver import TickOptions, tick
+
+log = logging.getLogger("sluice.tick")
+
+TickFn = Callable[[Snapshot], TickResult]
+
+
+def solver_tick(time_limit_s: float) -> TickFn:
+    """The real engine, with the service's time limit."""
+    options = TickOptions(time_limit_s=time_limit_s)
+    return lambda snapshot: tick(snapshot, options)
+
+
+@dataclass
+class TickStats:
+    ticks: int = 0  # completed ticks whose decisions were written back
+    failures: int = 0
+    overruns: int = 0
+    last_duration_s: float = 0.0  # snapshot + solve + write-back of the last tick
+    last_finished_at: datetime | None = None
+    last_error: str | None = None
+    last_applied: AppliedTick | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)
+
+
+class TickLoop:
+    """Runs ticks on a period and keeps the last result for metrics and watchers."""
+
+    def __init__(self, store: Store, tick_fn: TickFn, period_s: float) -> None:
+        self.store = store
+        self.tick_fn = tick_fn
+        self.period_s = period_s
+        self.stats = TickStats()
+        self.last_result: TickResult | None = None
+        self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
+        self._ticked = asyncio.Condition()
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        """End `run_forever` after the tick in progress (if any) has been written back."""
+        self._stopping.set()
+
+    async def run_forever(self) -> None:
+        while not self._stopping.is_set():
+            started = time.perf_counter()
+            await self.run_once()
+            elapsed = time.perf_counter() - started
+            if elapsed > self.period_s:
+                self.stats.overruns += 1
+                log.warning(
+                    "tick %d took %.3f s, over its %.3f s period; the next one starts now",
+                    self.stats.ticks,
+                    elapsed,
+                    self.period_s,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._stopping.wait(), timeout=max(0.0, self.period_s - elapsed)
+                )
+
+    async def run_once(self) -> TickResult | None:
+        """One tick; a failure is logged and counted, and the loop goes on."""
+        started = time.perf_counter()
+        try:
+            result, applied, phases = await asyncio.to_thread(self._tick_blocking)
+        except Exception as error:  # a bug in one tick must not stop the service
+            self.stats.failures += 1
+            self.stats.last_error = f"{type(error).__name__}: {error}"
+            log.exception("tick failed; retrying next period")
+            return None
+        self.stats.last_duration_s = time.perf_counter() - started
+        self.stats.phases_s = phases
+        self.stats.last_applied = applied
+        self.stats.last_finished_at = datetime.now(UTC)
+        self.stats.last_error = None
+        self.last_result = result
+        self.waiting = {entry.action: entry for entry in result.waiting}
+        async with self._ticked:
+            self.stats.ticks += 1
+            self._ticked.notify_all()
+        log.debug(
+            "tick %d: %d scheduled, %d failed, %d waiting in %.3f s",
+            self.stats.ticks,
+            applied.scheduled,
+            applied.failed,
+            len(result.waiting),
+            self.stats.last_duration_s,
+        )
+        return result
+
+    def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float]]:
+        clock = time.perf_counter()
+        snapshot = self.store.read_snapshot(datetime.now(UTC))
+        read_s = time.perf_counter() - clock
+        result = self.tick_fn(snapshot)
+        solve_s = time.perf_counter() - clock - read_s
+        applied = self.store.apply_tick(result)
+        write_s = time.perf_counter() - clock - read_s - solve_s
+        return result, applied, {"snapshot": read_s, "solve": solve_s, "write": write_s}
+
+    async def wait_for_tick(self, after: int) -> int:
+        """Wait until more than `after` ticks have completed; return the count."""
+        async with self._ticked:
+            await self._ticked.wait_for(lambda: self.stats.ticks > after)
+            return self.stats.ticks

@@ -1,0 +1,37 @@
+"""Read models shared by the routers, the watch streams and /metrics."""
+
+from __future__ import annotations
+
+from api.schemas import ActionPublic, QueuePublic
+from api.store import ActionRecord, QueueCounts, QueueRecord, Store
+from api.ticker import TickLoop
+
+
+def queue_views(
+    store: Store, ticker: TickLoop, pools: list[str] | None = None
+) -> list[QueuePublic]:
+    """Every queue (in the given pools), with usage from the last tick."""
+    counts = store.queue_counts()
+    return [
+        _view(record, counts, ticker)
+        for record in store.list_queues()
+        if not pools or record.queue.pool in pools
+    ]
+
+
+def queue_view(store: Store, ticker: TickLoop, name: str) -> QueuePublic:
+    record = store.get_queue(name)
+    return _view(record, store.queue_counts(), ticker)
+
+
+def _view(record: QueueRecord, counts: dict[str, QueueCounts], ticker: TickLoop) -> QueuePublic:
+    result = ticker.last_result
+    name = record.queue.name
+    metrics = result.queues.get(name) if result else None
+    return QueuePublic.of(
+        record, counts.get(name, QueueCounts()), metrics, result.now if result else None
+    )
+
+
+def action_view(record: ActionRecord, ticker: TickLoop) -> ActionPublic:
+    return ActionPublic.of(record, ticker.waiting.get(record.action.id))
