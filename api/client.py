@@ -1,0 +1,377 @@
+"""Python client for a running Sluice server, shaped like the seed's API.
+
+    from api.client import Queue, Action
+
+    Queue.create("research", run_concurrency=100, action_concurrency=1000,
+                 max_resources={"cpu": "512", "memory": "4Ti"}, max_gpus=8,
+                 max_accelerators={"H100": 48}, scheduling="greedy_capacity")
+    Queue.update("research", clear_max_gpus=True)
+    metrics = Queue.details("research")
+    for metrics in Queue.watch("research"): ...
+
+The server address and token come from SLUICE_URL and SLUICE_TOKEN, from
+`configure(url=..., token=...)`, or from a `client=SluiceClient(...)` argument.
+Every error the server reports is raised as its own class from
+models.errors (`ResourceExhausted`, `MaxQueuedTimeExceededError`, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from models.errors import (
+    ErrorCode,
+    FailedPrecondition,
+    SluiceError,
+    Unavailable,
+    error_from_code,
+)
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+JSON = dict[str, Any]
+
+
+class SluiceClient:
+    """One connection to a server: address, token, and the error mapping."""
+
+    def __init__(
+        self, url: str | None = None, token: str | None = None, timeout_s: float = 30.0
+    ) -> None:
+        self.url = (url or os.environ.get("SLUICE_URL") or DEFAULT_URL).rstrip("/")
+        token = token or os.environ.get("SLUICE_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        """Send one request; return the decoded JSON body, or raise the server's error."""
+        try:
+            response = self._http.request(method, path, json=body, params=params)
+        except httpx.HTTPError as error:
+            raise Unavailable(f"cannot reach the Sluice server at {self.url}: {error}") from None
+        if response.is_error:
+            raise _error_of(response)
+        return response.json() if response.content else None
+
+    def stream(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Any]:
+        """The data of each server-sent event, decoded; an `error` event is raised."""
+        try:
+            with self._http.stream(
+                "GET", path, params=params, timeout=httpx.Timeout(30.0, read=None)
+            ) as response:
+                if response.is_error:
+                    response.read()
+                    raise _error_of(response)
+                event, data = "message", []
+                for line in response.iter_lines():
+                    if line.startswith("event:"):
+                        event = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data.append(line[5:].strip())
+                    elif not line and data:
+                        decoded = json.loads("\n".join(data))
+                        if event == "error":
+                            raise error_from_code(**decoded)
+                        yield decoded
+                        event, data = "message", []
+        except httpx.HTTPError as error:
+            raise Unavailable(f"lost the stream from {self.url}: {error}") from None
+
+
+def _error_of(response: httpx.Response) -> SluiceError:
+    try:
+        body = response.json()
+        return error_from_code(body["code"], body["message"], body.get("field"))
+    except (ValueError, KeyError, TypeError):
+        code = ErrorCode.UNAVAILABLE if response.status_code >= 502 else ErrorCode.INTERNAL
+        return error_from_code(code, f"HTTP {response.status_code}: {response.text[:200]}")
+
+
+_default: SluiceClient | None = None
+
+
+def configure(url: str | None = None, token: str | None = None) -> SluiceClient:
+    """Set the client the class methods use when given none."""
+    global _default
+    if _default is not None:
+        _default.close()
+    _default = SluiceClient(url, token)
+    return _default
+
+
+def _client(client: SluiceClient | None) -> SluiceClient:
+    return client or _default or configure()
+
+
+def _drop_unset(**fields: Any) -> JSON:
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+class Queue:
+    """Queues, as in the seed: create, update, details, watch, watch_pool; plus list,
+    drain and delete."""
+
+    @staticmethod
+    def create(
+        name: str,
+        *,
+        pool: str | None = None,
+        run_concurrency: int | None = None,
+        action_concurrency: int | None = None,
+        depth: int | None = None,
+        priority: int | None = None,
+        max_resources: dict[str, str | int] | None = None,
+        max_gpus: int | None = None,
+        max_accelerators: dict[str, int] | None = None,
+        scheduling: str | None = None,
+        clusters: list[str] | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Create a queue; returns its details."""
+        body = _drop_unset(
+            name=name,
+            pool=pool,
+            run_concurrency=run_concurrency,
+            action_concurrency=action_concurrency,
+            depth=depth,
+            priority=priority,
+            max_resources=max_resources,
+            max_gpus=max_gpus,
+            max_accelerators=max_accelerators,
+            scheduling=scheduling,
+            clusters=clusters,
+        )
+        return _client(client).request("POST", "/queues", body=body)
+
+    @staticmethod
+    def update(
+        name: str,
+        *,
+        pool: str | None = None,
+        run_concurrency: int | None = None,
+        action_concurrency: int | None = None,
+        depth: int | None = None,
+        priority: int | None = None,
+        max_resources: dict[str, str | int] | None = None,
+        max_gpus: int | None = None,
+        max_accelerators: dict[str, int] | None = None,
+        scheduling: str | None = None,
+        clusters: list[str] | None = None,
+        clear_max_resources: bool = False,
+        clear_max_gpus: bool = False,
+        clear_max_accelerators: bool = False,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Change a live queue. A map replaces the queue's map: `max_resources={}` removes
+        the resource caps, as does `clear_max_resources=True`."""
+        changes = _drop_unset(
+            pool=pool,
+            run_concurrency=run_concurrency,
+            action_concurrency=action_concurrency,
+            depth=depth,
+            priority=priority,
+            max_resources=max_resources,
+            max_gpus=max_gpus,
+            max_accelerators=max_accelerators,
+            scheduling=scheduling,
+            clusters=clusters,
+        )
+        if clear_max_resources:
+            changes["max_resources"] = {}
+        if clear_max_gpus:
+            changes["max_gpus"] = None
+        if clear_max_accelerators:
+            changes["max_accelerators"] = {}
+        return _client(client).request("PATCH", f"/queues/{name}", body=changes)
+
+    @staticmethod
+    def details(name: str, *, client: SluiceClient | None = None) -> JSON:
+        """Settings and usage: in_flight_resources, max_resources, accelerator_charges,
+        max_gpus, max_accelerators, scheduling, head_blocked, head_blocked_since, ..."""
+        return _client(client).request("GET", f"/queues/{name}")
+
+    @staticmethod
+    def list(pools: list[str] | None = None, *, client: SluiceClient | None = None) -> list[JSON]:
+        return _client(client).request("GET", "/queues", params=_drop_unset(pool=pools))
+
+    @staticmethod
+    def watch(
+        name: str, *, limit: int | None = None, client: SluiceClient | None = None
+    ) -> Iterator[JSON]:
+        """The queue's details now and after every tick."""
+        return _client(client).stream(f"/watch/queues/{name}", _drop_unset(limit=limit))
+
+    @staticmethod
+    def watch_pool(
+        pools: list[str] | None = None,
+        *,
+        limit: int | None = None,
+        client: SluiceClient | None = None,
+    ) -> Iterator[list[JSON]]:
+        """Every live queue in the pools (all pools when omitted), now and after every tick."""
+        return _client(client).stream("/watch/queues", _drop_unset(pool=pools, limit=limit))
+
+    @staticmethod
+    def drain(name: str, *, undo: bool = False, client: SluiceClient | None = None) -> JSON:
+        """Accept nothing new (or, with undo, accept again); what is there still runs."""
+        return _client(client).request("POST", f"/queues/{name}/{'undrain' if undo else 'drain'}")
+
+    @staticmethod
+    def delete(name: str, *, client: SluiceClient | None = None) -> None:
+        _client(client).request("DELETE", f"/queues/{name}")
+
+
+_DONE = ("succeeded", "failed", "cancelled")
+
+
+class Action:
+    """Submitting work and following it."""
+
+    @staticmethod
+    def spec(
+        *,
+        queue: str | None = None,
+        resources: dict[str, str | int] | None = None,
+        gpu: str | int | None = None,
+        node_selector: dict[str, str] | None = None,
+        containers: list[JSON] | None = None,
+        environment: str | None = None,
+        run: str | None = None,
+        id: str | None = None,
+        max_queued_time: str | float | None = None,
+        deadline: str | float | None = None,
+    ) -> JSON:
+        """The body of one submission; `resources`/`gpu` describe a single container."""
+        if containers is None and environment is None:
+            container = _drop_unset(resources=resources or {}, gpu=gpu, node_selector=node_selector)
+            containers = [container]
+        return _drop_unset(
+            id=id,
+            run=run,
+            queue=queue,
+            containers=containers,
+            environment=environment,
+            max_queued_time=max_queued_time,
+            deadline=deadline,
+        )
+
+    @staticmethod
+    def submit(*, client: SluiceClient | None = None, **spec: Any) -> JSON:
+        """Queue one action (keywords as in `Action.spec`); raises ResourceExhausted when the
+        queue is full, QueueDraining when it is draining."""
+        return _client(client).request("POST", "/actions", body=Action.spec(**spec))
+
+    @staticmethod
+    def submit_batch(specs: list[JSON], *, client: SluiceClient | None = None) -> list[str]:
+        """Queue many actions (bodies from `Action.spec`), all or none; returns their ids."""
+        reply = _client(client).request("POST", "/actions/batch", body={"actions": specs})
+        return reply["ids"]
+
+    @staticmethod
+    def get(action_id: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("GET", f"/actions/{action_id}")
+
+    @staticmethod
+    def list(
+        *,
+        queue: str | None = None,
+        state: str | None = None,
+        cluster: str | None = None,
+        limit: int = 100,
+        client: SluiceClient | None = None,
+    ) -> list[JSON]:
+        params = _drop_unset(queue=queue, state=state, cluster=cluster, limit=limit)
+        return _client(client).request("GET", "/actions", params=params)
+
+    @staticmethod
+    def cancel(action_id: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("POST", f"/actions/{action_id}/cancel")
+
+    @staticmethod
+    def report(
+        action_id: str,
+        outcome: str,
+        *,
+        code: str | None = None,
+        message: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """For executors: `started`, `succeeded` or `failed`."""
+        body = _drop_unset(outcome=outcome, code=code, message=message)
+        return _client(client).request("POST", f"/actions/{action_id}/report", body=body)
+
+    @staticmethod
+    def wait(
+        action_id: str,
+        *,
+        until: tuple[str, ...] = ("scheduled", "running", "succeeded"),
+        timeout_s: float | None = None,
+        poll_s: float = 0.5,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Wait until the action reaches one of `until`.
+
+        A failed action raises its code's exception (MaxQueuedTimeExceededError,
+        Infeasible, DeadlineExceeded, ...), so a caller can resubmit elsewhere.
+        """
+        started = time.monotonic()
+        while True:
+            action = Action.get(action_id, client=client)
+            if action["state"] in until:
+                return action
+            if action["state"] == "failed":
+                raise error_from_code(
+                    action["code"] or ErrorCode.INTERNAL, action["message"] or "failed"
+                )
+            if action["state"] in _DONE:
+                raise FailedPrecondition(f"action {action_id} is {action['state']}")
+            if timeout_s is not None and time.monotonic() - started > timeout_s:
+                raise Unavailable(
+                    f"action {action_id} is still {action['state']} after {timeout_s:g} s"
+                )
+            time.sleep(poll_s)
+
+
+class Fleet:
+    """Clusters, organization settings and reusable environments."""
+
+    @staticmethod
+    def put_cluster(cluster: JSON, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("PUT", f"/clusters/{cluster['name']}", body=cluster)
+
+    @staticmethod
+    def clusters(*, client: SluiceClient | None = None) -> list[JSON]:
+        return _client(client).request("GET", "/clusters")
+
+    @staticmethod
+    def get_cluster(name: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("GET", f"/clusters/{name}")
+
+    @staticmethod
+    def settings(*, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("GET", "/settings")
+
+    @staticmethod
+    def put_settings(settings: JSON, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("PUT", "/settings", body=settings)
+
+    @staticmethod
+    def put_environment(environment: JSON, *, client: SluiceClient | None = None) -> JSON:
+        body = {key: value for key, value in environment.items() if key != "name"}
+        return _client(client).request("PUT", f"/environments/{environment['name']}", body=body)
