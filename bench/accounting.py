@@ -1,0 +1,194 @@
+"""What a tick's plan admits and leaves allocated, checked against the snapshot it came from.
+
+The engine's TickResult and the baseline's plan are scored by the same replay:
+running work is charged first, then every new placement, on the node-room and
+queue ledgers of bench.fleet. The replay also checks the plan (a node over its
+room, a queue over a cap it was under, a container on a pool that cannot take it),
+so a benchmark run doubles as a check of the engine's answers at scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bench.fleet import Fleet, Need, QueueLedger, demand_of, need_of
+from models.result import EnvironmentStart, ScheduledAction
+from models.snapshot import ActionState, Container, ContainerPlacement, Placement, Snapshot
+
+
+@dataclass
+class Outcome:
+    actions: int  # actions admitted this tick
+    gpus: int  # GPUs newly placed this tick
+    gpu_allocation: float  # share of the fleet's full-scale GPUs requested after the tick
+    cpu_allocation: float  # same for CPU
+    problems: list[str] = field(default_factory=list)
+
+
+def assess(
+    snapshot: Snapshot,
+    scheduled: Sequence[ScheduledAction],
+    environments_started: Sequence[EnvironmentStart],
+) -> Outcome:
+    """Replay running work and the plan; count what is admitted and what the fleet holds."""
+    default_type = snapshot.settings.default_gpu_type
+    fleet = Fleet(snapshot.clusters)
+    ledgers = {q.name: QueueLedger(q) for q in snapshot.queues}
+    envs = {e.name: e for e in snapshot.environments}
+    actions = {a.id: a for a in snapshot.actions}
+    for env in snapshot.environments:
+        if env.running and env.placement is not None:
+            _charge(
+                fleet,
+                ledgers[env.queue],
+                env.placement,
+                env.replica_containers(),
+                default_type,
+                None,
+            )
+    for action in snapshot.actions:
+        if action.state is ActionState.RUNNING and action.placement is not None:
+            _charge(
+                fleet,
+                ledgers[action.queue],
+                action.placement,
+                action.containers,
+                default_type,
+                None,
+            )
+    before = {name: _usage(ledger) for name, ledger in ledgers.items()}
+
+    problems: list[str] = []
+    gpus = 0
+    for start in environments_started:
+        env = envs[start.environment]
+        placement = _placement(start.cluster, start.containers)
+        containers = env.replica_containers()
+        gpus += _charge(fleet, ledgers[env.queue], placement, containers, default_type, problems)
+    for entry in scheduled:
+        action = actions.get(entry.action)
+        if action is None or action.state is not ActionState.QUEUED:
+            problems.append(f"{entry.action}: scheduled but not a queued action of the snapshot")
+            continue
+        if action.environment is not None:
+            continue  # charged once through its environment's start, or joins a running pool
+        if entry.cluster is None:
+            problems.append(f"{entry.action}: scheduled without a cluster")
+            continue
+        placement = _placement(entry.cluster, entry.containers)
+        gpus += _charge(
+            fleet, ledgers[action.queue], placement, action.containers, default_type, problems
+        )
+
+    for pool in fleet.all_pools():
+        for node in range(pool.size):
+            if pool.overfull(node):
+                problems.append(f"{pool.cluster}/{pool.name} node {node}: requests exceed its room")
+    for name, ledger in ledgers.items():
+        problems.extend(_cap_problems(ledger, before[name]))
+
+    total_gpus = total_cpu = held_gpus = held_cpu = 0
+    for pool in fleet.all_pools():
+        pool_gpus, pool_cpu = pool.capacity()
+        total_gpus += pool_gpus
+        total_cpu += pool_cpu
+        held_gpus += pool_gpus - sum(pool.free_gpus)
+        held_cpu += pool_cpu - sum(pool.free_cpu)
+    return Outcome(
+        actions=len(scheduled),
+        gpus=gpus,
+        gpu_allocation=held_gpus / total_gpus if total_gpus else 0.0,
+        cpu_allocation=held_cpu / total_cpu if total_cpu else 0.0,
+        problems=problems,
+    )
+
+
+def _placement(cluster: str, containers: Sequence[object]) -> Placement:
+    return Placement.model_construct(
+        cluster=cluster,
+        containers=[
+            ContainerPlacement.model_construct(name=c.name, node_pool=c.node_pool, node=c.node)  # type: ignore[attr-defined]
+            for c in containers
+        ],
+    )
+
+
+def _charge(
+    fleet: Fleet,
+    ledger: QueueLedger,
+    placement: Placement,
+    containers: list[Container],
+    default_type: str | None,
+    problems: list[str] | None,
+) -> int:
+    """Charge one placed unit; with `problems`, check where it sits first. Returns its GPUs."""
+    needs = [need_of(c, default_type) for c in containers]
+    if problems is not None:
+        problems.extend(_placement_problems(fleet, ledger, placement, needs))
+        if len(placement.containers) != len(needs):
+            return 0
+    spots = fleet.occupy(placement, needs)
+    ledger.charge(demand_of(containers, needs), spots, needs)
+    return sum(need.gpus for need in needs)
+
+
+def _placement_problems(
+    fleet: Fleet, ledger: QueueLedger, placement: Placement, needs: list[Need]
+) -> list[str]:
+    queue = ledger.queue
+    where = f"queue {queue.name} on {placement.cluster}"
+    if queue.clusters is not None and placement.cluster not in queue.clusters:
+        return [f"{where}: the queue does not route there"]
+    if sorted(c.name for c in placement.containers) != sorted(n.name for n in needs):
+        return [f"{where}: placement names other containers than the unit has"]
+    by_name = {need.name: need for need in needs}
+    problems = []
+    for spot in placement.containers:
+        need = by_name[spot.name]
+        try:
+            pool = fleet.pool(placement.cluster, spot.node_pool)
+        except KeyError:
+            problems.append(f"{where}: unknown pool {spot.node_pool}")
+            continue
+        if not pool.admits(need):
+            problems.append(f"{where}: {spot.name} cannot run on pool {pool.name}")
+        if not 0 <= spot.node < pool.size:
+            problems.append(f"{where}: node {spot.node} is beyond pool {pool.name}")
+    return problems
+
+
+Usage = tuple[dict[str, int], dict[str, int], int, int, int]
+
+
+def _usage(ledger: QueueLedger) -> Usage:
+    return (
+        dict(ledger.used),
+        dict(ledger.device_used),
+        ledger.untyped_used,
+        ledger.in_flight,
+        len(ledger.runs),
+    )
+
+
+def _cap_problems(ledger: QueueLedger, before: Usage) -> list[str]:
+    """A cap the plan pushed usage past (usage already over a lowered cap may stay there)."""
+    queue = ledger.queue
+    used, device_used, untyped, _, _ = before
+    checks = [
+        *(
+            (name, used.get(name, 0), ledger.used.get(name, 0), cap)
+            for name, cap in queue.max_resources.items()
+        ),
+        *(
+            (device, device_used.get(device, 0), ledger.device_used.get(device, 0), cap)
+            for device, cap in queue.max_accelerators.items()
+        ),
+    ]
+    if queue.max_gpus is not None:
+        checks.append(("untyped gpus", untyped, ledger.untyped_used, queue.max_gpus))
+    return [
+        f"queue {queue.name}: {name} {after} over cap {cap} (was {was})"
+        for name, was, after, cap in checks
+        if after > was and after > cap
+    ]
