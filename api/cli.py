@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import yaml
 
 from api.client import DEFAULT_URL, Action, Fleet, Queue, SluiceClient
 from api.render import action_detail, queue_detail, queue_table, tick_summary
+from bench.cli import bench
 from models.errors import AlreadyExists, InvalidInput, SluiceError
 
 SCHEDULING = click.Choice(["strict_fifo", "greedy_capacity"])
@@ -53,19 +54,21 @@ class SluiceGroup(click.Group):
 
 
 @dataclass
-class _Remote:
-    url: str | None
-    token: str | None
-    _client: SluiceClient | None = field(default=None, init=False)
+class Remote:
+    """Where client commands send requests; the connection opens on first use."""
+
+    url: str | None = None
+    token: str | None = None
+    connection: SluiceClient | None = None
 
     @property
     def client(self) -> SluiceClient:
-        if self._client is None:
-            self._client = SluiceClient(self.url, self.token)
-        return self._client
+        if self.connection is None:
+            self.connection = SluiceClient(self.url, self.token)
+        return self.connection
 
 
-pass_remote = click.make_pass_decorator(_Remote)
+pass_remote = click.make_pass_decorator(Remote)
 
 
 @click.group(cls=SluiceGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,7 +84,8 @@ def main(ctx: click.Context, url: str | None, token: str | None) -> None:
     Start a server with `sluice serve --demo`, then watch it with
     `sluice get queue --watch`.
     """
-    ctx.obj = _Remote(url, token)
+    if ctx.obj is None:  # tests pass a Remote of their own
+        ctx.obj = Remote(url, token)
 
 
 # -- option parsing --------------------------------------------------------------------------
@@ -218,7 +222,7 @@ def cancel() -> None:
 @_queue_options
 @OUTPUT
 @pass_remote
-def create_queue(remote: _Remote, name: str, output: str, **options: Any) -> None:
+def create_queue(remote: Remote, name: str, output: str, **options: Any) -> None:
     """Create queue NAME with caps and a scheduling policy.
 
     \b
@@ -239,7 +243,7 @@ def create_queue(remote: _Remote, name: str, output: str, **options: Any) -> Non
 @OUTPUT
 @pass_remote
 def update_queue(
-    remote: _Remote,
+    remote: Remote,
     name: str,
     clear_max_resources: bool,
     clear_max_gpus: bool,
@@ -279,7 +283,7 @@ def update_queue(
 @OUTPUT
 @pass_remote
 def get_queue(
-    remote: _Remote,
+    remote: Remote,
     name: str | None,
     watch: bool,
     pools: tuple[str, ...],
@@ -314,7 +318,7 @@ def get_queue(
 @click.option("--undo", is_flag=True, help="Accept submissions again.")
 @OUTPUT
 @pass_remote
-def drain_queue(remote: _Remote, name: str, undo: bool, output: str) -> None:
+def drain_queue(remote: Remote, name: str, undo: bool, output: str) -> None:
     """Accept nothing new on NAME; what it holds still runs."""
     _emit(Queue.drain(name, undo=undo, client=remote.client), output, queue_detail)
 
@@ -322,7 +326,7 @@ def drain_queue(remote: _Remote, name: str, undo: bool, output: str) -> None:
 @delete.command("queue")
 @click.argument("name")
 @pass_remote
-def delete_queue(remote: _Remote, name: str) -> None:
+def delete_queue(remote: Remote, name: str) -> None:
     """Delete an empty queue (drain it and let it finish first)."""
     Queue.delete(name, client=remote.client)
     click.echo(f"queue {name} deleted")
@@ -363,7 +367,7 @@ def _load(path: Path) -> Any:
 @click.option("--wait", is_flag=True, help="Wait until scheduled; a failure is the exit status.")
 @pass_remote
 def submit(
-    remote: _Remote,
+    remote: Remote,
     queue: str | None,
     action_id: str | None,
     run: str | None,
@@ -416,7 +420,7 @@ def submit(
 @click.argument("action_id")
 @OUTPUT
 @pass_remote
-def get_action(remote: _Remote, action_id: str, output: str) -> None:
+def get_action(remote: Remote, action_id: str, output: str) -> None:
     """One action: state, placement, why it waits or why it failed."""
     _emit(Action.get(action_id, client=remote.client), output, action_detail)
 
@@ -431,7 +435,7 @@ def get_action(remote: _Remote, action_id: str, output: str) -> None:
 @OUTPUT
 @pass_remote
 def get_actions(
-    remote: _Remote, queue: str | None, state: str | None, limit: int, output: str
+    remote: Remote, queue: str | None, state: str | None, limit: int, output: str
 ) -> None:
     """Actions in arrival order."""
     actions = Action.list(queue=queue, state=state, limit=limit, client=remote.client)
@@ -451,7 +455,7 @@ def get_actions(
 @cancel.command("action")
 @click.argument("action_id")
 @pass_remote
-def cancel_action(remote: _Remote, action_id: str) -> None:
+def cancel_action(remote: Remote, action_id: str) -> None:
     """Cancel an action; if it was scheduled its charges are freed."""
     action = Action.cancel(action_id, client=remote.client)
     click.echo(f"{action['id']}: {action['state']}")
@@ -463,7 +467,7 @@ def cancel_action(remote: _Remote, action_id: str) -> None:
 @main.command()
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
 @pass_remote
-def apply(remote: _Remote, path: Path) -> None:
+def apply(remote: Remote, path: Path) -> None:
     """Put settings, clusters, queues and environments from a scenario-shaped YAML file.
 
     Queues that exist are updated with the file's settings. Actions in the
@@ -495,7 +499,7 @@ def apply(remote: _Remote, path: Path) -> None:
 @get.command("cluster")
 @click.argument("name", required=False)
 @pass_remote
-def get_cluster(remote: _Remote, name: str | None) -> None:
+def get_cluster(remote: Remote, name: str | None) -> None:
     """One cluster's node pools (or every cluster), as YAML."""
     client = remote.client
     data = Fleet.get_cluster(name, client=client) if name else Fleet.clusters(client=client)
@@ -504,7 +508,7 @@ def get_cluster(remote: _Remote, name: str | None) -> None:
 
 @get.command("settings")
 @pass_remote
-def get_settings(remote: _Remote) -> None:
+def get_settings(remote: Remote) -> None:
     """The organization settings, as YAML."""
     click.echo(yaml.safe_dump(Fleet.settings(client=remote.client), sort_keys=False).rstrip())
 
@@ -585,3 +589,4 @@ def solve(path: Path, as_json: bool, time_limit: float) -> None:
 
 
 # -- commands from other modules: one `main.add_command(...)` line each ------------------------
+main.add_command(bench)

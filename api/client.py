@@ -42,12 +42,21 @@ class SluiceClient:
     """One connection to a server: address, token, and the error mapping."""
 
     def __init__(
-        self, url: str | None = None, token: str | None = None, timeout_s: float = 30.0
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        http: httpx.Client | None = None,
     ) -> None:
+        """`http` replaces the connection (a FastAPI TestClient, in tests)."""
         self.url = (url or os.environ.get("SLUICE_URL") or DEFAULT_URL).rstrip("/")
         token = token or os.environ.get("SLUICE_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+        if http is None:
+            http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+        else:
+            http.headers.update(headers)
+        self._http = http
 
     def close(self) -> None:
         self._http.close()

@@ -1,0 +1,153 @@
+"""Shared set-up for the tick service's tests: an in-process service with manual ticks,
+and a real `sluice serve` process on a loopback port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.client import SluiceClient
+from api.config import ServiceSettings
+from api.ticker import TickFn
+
+SLUICE = str(Path(sys.executable).with_name("sluice"))
+
+EAST = {
+    "name": "east",
+    "node_pools": [
+        {
+            "name": "h100",
+            "node": {"cpu": "96", "memory": "1Ti", "accelerator": "H100", "accelerators": 8},
+            "labels": {"tier": "gpu"},
+            "nodes": 2,
+            "max_nodes": 2,
+        },
+        {"name": "cpu", "node": {"cpu": "64", "memory": "256Gi"}, "nodes": 4},
+    ],
+}
+
+
+@dataclass
+class Service:
+    """An app running in-process. Its loop ticks once at start; `tick()` runs one more."""
+
+    app: FastAPI
+    http: TestClient
+
+    def tick(self, times: int = 1) -> None:
+        for _ in range(times):
+            self.http.portal.call(self.app.state.ticker.run_once)
+
+    def client(self, token: str | None = None) -> SluiceClient:
+        return SluiceClient("http://testserver", token, http=self.http)
+
+    def ok(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
+        """A request that must succeed with `status`; returns the JSON body."""
+        response = self.http.request(method, path, json=body)
+        assert response.status_code == status, response.text
+        return response.json() if response.content else None
+
+    def error(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+        response = self.http.request(method, path, json=body)
+        assert response.is_error, response.text
+        return response.status_code, response.json()
+
+
+@contextmanager
+def service(
+    tmp_path: Path,
+    *,
+    auth_file: Path | None = None,
+    period_s: float = 3600.0,
+    tick_fn: TickFn | None = None,
+    cluster: dict[str, Any] | None = EAST,
+) -> Iterator[Service]:
+    settings = ServiceSettings(
+        db_path=tmp_path / "sluice.db", period_s=period_s, auth_file=auth_file
+    )
+    app = create_app(settings, tick_fn=tick_fn)
+    with TestClient(app) as http:
+        if cluster is not None:
+            response = http.put(f"/clusters/{cluster['name']}", json=cluster)
+            assert response.status_code == 200, response.text
+        yield Service(app, http)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """A real `sluice serve` process."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def kill9(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+
+def start_server(db: Path, *, period_s: float = 0.2, extra: list[str] | None = None) -> Server:
+    port = free_port()
+    log = db.with_suffix(f".{port}.log")
+    process = subprocess.Popen(
+        [SLUICE, "serve", "--db", str(db), "--port", str(port), "--period", str(period_s)]
+        + (extra or []),
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"sluice serve exited: {log.read_text()}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return Server(process, url, log)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"sluice serve did not come up: {log.read_text()}")
+
+
+def sluice(url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the real `sluice` command against `url`."""
+    done = subprocess.run(
+        [SLUICE, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SLUICE_URL": url},
+        timeout=60,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
