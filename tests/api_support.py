@@ -23,6 +23,7 @@ from api.app import create_app
 from api.client import SluiceClient
 from api.config import ServiceSettings
 from api.ticker import TickFn
+from models.snapshot import Cluster
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 
@@ -82,8 +83,7 @@ def service(
     app = create_app(settings, tick_fn=tick_fn)
     with TestClient(app) as http:
         if cluster is not None:
-            response = http.put(f"/clusters/{cluster['name']}", json=cluster)
-            assert response.status_code == 200, response.text
+            app.state.store.put_cluster(Cluster.model_validate(cluster))
         yield Service(app, http)
 
 
