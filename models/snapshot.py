@@ -26,6 +26,13 @@ from models.fields import (
     Timestamp,
 )
 from models.quantity import CPU, MEMORY
+from models.quota import (
+    Job,
+    JobQueue,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    check_quota_references,
+)
 
 DEFAULT_QUEUE = "default"
 DEFAULT_POOL = "default"
@@ -219,6 +226,18 @@ class Snapshot(Strict):
     clusters: list[Cluster] = Field(default_factory=list)
     actions: list[Action] = Field(default_factory=list)  # queued ones in arrival order
     environments: list[Environment] = Field(default_factory=list)
+    # Quota-managed job queues (models.quota), next to the capped queues above.
+    scheduling_policies: list[SchedulingPolicy] = Field(default_factory=list)
+    service_environments: list[ServiceEnvironment] = Field(default_factory=list)
+    job_queues: list[JobQueue] = Field(default_factory=list)
+    jobs: list[Job] = Field(default_factory=list)  # queued ones in arrival order
+
+    @model_validator(mode="after")
+    def _quota_references(self) -> Self:
+        check_quota_references(
+            self.scheduling_policies, self.service_environments, self.job_queues, self.jobs
+        )
+        return self
 
     @model_validator(mode="after")
     def _references(self) -> Self:

@@ -1,0 +1,360 @@
+"""The quota tick's CP-SAT model and the staged objectives that decide it.
+
+Variables: admit[j] for every candidate (a queued job the tick may start), keep[r] for
+every holder a preemption rule can reach (all other holders keep their instances).
+
+Constraints, per pool (see solver.quota_problem for L, R, P, cap, U):
+  usage     u = sum of kept holders' and admitted candidates' instances, per share;
+  cap       a share that admits a job ends at u <= cap;
+  protect   v = max(u, P) is what the share is charged: capacity it held within its
+            own limit stays with it this tick even if its own higher-priority job
+            displaced a bigger one, so other shares never gain from that;
+  env       sum(v) <= E: the environment's maximum is never exceeded;
+  reserve   sum(v of lending shares) + sum(max(0, v - L) of RESERVE shares)
+                <= sum(L of lending shares) + U
+            i.e. usage beyond a share's own limit (borrowing, or a limit lowered
+            below use) is covered by idle capacity of LEND / LEND_AND_BORROW shares
+            or by capacity no share is given, never by a RESERVE share's idle limit;
+  borrow    a LEND_AND_BORROW share may end with more borrowed than it started with
+            only if the pool would also be admissible with every holder still in
+            place (each share at max(u, R)): new borrowing uses idle capacity only,
+            never capacity freed by preempting someone;
+  in-share  a holder stops while its own share admits a job only if the share has
+            in-share preemption on and every job it admits in that type has a higher
+            priority; a holder reachable only through in-share preemption stops only
+            if a higher-priority job of its share and type starts.
+
+Objectives, solved in stages; each stage's optimum is fixed before the next:
+  1. own capacity first: admissions that do not grow their share's borrowing,
+     lexicographically in the global admission order;
+  2. then borrowing: the remaining jobs of LEND_AND_BORROW shares, in the same order;
+  3. the victim rule, for the admissions now fixed:
+     a. fewest preempted instances (free exactly what is needed), then
+     b. keep holders lexicographically in protection order: higher priority first,
+        then more work done (instance-seconds held), then earlier arrival; so the
+        victims are the lowest priority, and among equals the least work lost.
+A lexicographic stage over n literals runs in blocks of LEX_BLOCK with weights 2^k
+(CP-SAT overflows past 62 terms), each block fixed before the next.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from models.errors import InternalError
+from solver.quota_problem import Candidate, Holder, Pool, QuotaProblem, Slot
+
+LEX_BLOCK = 60
+SlotKey = tuple[str, str, str]  # (job queue, instance type, share)
+
+
+@dataclass
+class Budget:
+    """Deterministic solver time for the whole tick, with wall time bounded at twice that."""
+
+    time_limit_s: float
+    seed: int
+    started: float = field(default_factory=time.perf_counter)
+    spent: float = 0.0
+    limit_hit: bool = False
+
+    def remaining(self) -> tuple[float, float]:
+        wall = 2 * self.time_limit_s - (time.perf_counter() - self.started)
+        return self.time_limit_s - self.spent, wall
+
+
+@dataclass
+class Decision:
+    admitted: set[str]
+    kept: set[str]  # eligible holders that keep their instances
+    solves: int = 0
+    variables: int = 0
+    solved: bool = True  # False: no solution was found in time; nothing moved
+
+
+class QuotaModel:
+    def __init__(self, problem: QuotaProblem) -> None:
+        self.problem = problem
+        self.model = cp_model.CpModel()
+        self.admit: dict[str, cp_model.IntVar] = {}
+        self.keep: dict[str, cp_model.IntVar] = {}
+        self.own: dict[str, cp_model.IntVar] = {}  # candidate -> "admitted on own capacity"
+        self._admit_of: dict[int, cp_model.IntVar] = {}  # a borrower's own literal -> its admit
+        self._new: dict[SlotKey, list[Candidate]] = defaultdict(list)
+        self._held: dict[SlotKey, list[Holder]] = defaultdict(list)
+        for c in problem.candidates:
+            self._new[(*c.pool, c.job.share)].append(c)
+            self.admit[c.job.id] = self.model.new_bool_var(f"admit[{c.job.id}]")
+        for h in problem.holders:
+            self._held[(*h.pool, h.job.share)].append(h)
+            if h.eligible:
+                self.keep[h.job.id] = self.model.new_bool_var(f"keep[{h.job.id}]")
+        for key, pool in problem.pools.items():
+            self._pool(key, pool)
+
+    def _pool(self, key: tuple[str, str], pool: Pool) -> None:
+        usage: dict[str, cp_model.LinearExprT] = {}
+        charged: dict[str, cp_model.LinearExprT] = {}
+        for name, slot in pool.slots.items():
+            new = self._new.get((*key, name), [])
+            held = self._held.get((*key, name), [])
+            usage[name] = self._usage(held, new)
+            admits = self._admission_cap(usage[name], slot, new)
+            self._in_share(slot, held, new, admits)
+            charged[name] = self._protection(usage[name], slot, bound=slot.placed + _sum(new))
+        self._environment(pool, list(charged.values()))
+        self._reserve_never_lent(pool, charged)
+        more = self._borrowing_takes_only_idle(key, pool, usage)
+        self._own_capacity(key, pool, more)
+
+    def _usage(self, held: list[Holder], new: list[Candidate]) -> cp_model.LinearExprT:
+        """Instances a share holds after the tick in one pool."""
+        fixed = sum(h.job.count for h in held if not h.eligible)
+        kept = [h.job.count * self.keep[h.job.id] for h in held if h.eligible]
+        admitted = [c.job.count * self.admit[c.job.id] for c in new]
+        return fixed + sum(kept) + sum(admitted)
+
+    def _admission_cap(
+        self, usage: cp_model.LinearExprT, slot: Slot, new: list[Candidate]
+    ) -> cp_model.IntVar | None:
+        """A share that admits anything ends within its cap; returns "admits anything"."""
+        if not new:
+            return None
+        admits = self.model.new_bool_var(f"admits[{slot.share.name}]")
+        for c in new:
+            self.model.add_implication(self.admit[c.job.id], admits)
+        self.model.add(usage <= slot.cap).only_enforce_if(admits)
+        return admits
+
+    def _in_share(
+        self,
+        slot: Slot,
+        held: list[Holder],
+        new: list[Candidate],
+        admits: cp_model.IntVar | None,
+    ) -> None:
+        """Holders leave for their own share's jobs only by in-share preemption, for higher ones."""
+        for h in held:
+            if not h.eligible or admits is None:
+                continue
+            keep = self.keep[h.job.id]
+            if not slot.share.in_share_preemption:
+                self.model.add_implication(admits, keep)
+                continue
+            for c in new:
+                if c.job.priority <= h.job.priority:
+                    self.model.add_implication(self.admit[c.job.id], keep)
+            if h.in_share_only:
+                higher = [self.admit[c.job.id] for c in new if c.job.priority > h.job.priority]
+                self.model.add_bool_or([*higher, keep])
+
+    def _protection(
+        self, usage: cp_model.LinearExprT, slot: Slot, bound: int
+    ) -> cp_model.LinearExprT:
+        """v = max(u, P); v is only ever bounded from above, so v >= u and v >= P are exact."""
+        if slot.protected == 0:
+            return usage
+        charged = self.model.new_int_var(slot.protected, max(slot.protected, bound), "charged")
+        self.model.add(charged >= usage)
+        return charged
+
+    def _environment(self, pool: Pool, charged: list[cp_model.LinearExprT]) -> None:
+        """The environment's maximum for the instance type is never exceeded."""
+        self.model.add(sum(charged) <= pool.maximum)
+
+    def _reserve_never_lent(self, pool: Pool, charged: dict[str, cp_model.LinearExprT]) -> None:
+        """Use beyond own limits is covered by lenders' idle limits and unassigned capacity."""
+        self.model.add(self._sharing_load(pool, charged) <= pool.lendable)
+
+    def _sharing_load(
+        self, pool: Pool, charged: dict[str, cp_model.LinearExprT]
+    ) -> cp_model.LinearExprT:
+        """Lending shares' whole charge plus RESERVE shares' charge beyond their limits."""
+        load: list[cp_model.LinearExprT] = []
+        for name, slot in pool.slots.items():
+            if slot.share.strategy.lends:
+                load.append(charged[name])
+            else:
+                beyond = self.model.new_int_var(0, pool.maximum + slot.placed, "beyond")
+                self.model.add(beyond >= charged[name] - slot.limit)
+                load.append(beyond)
+        return sum(load)
+
+    def _borrowing_takes_only_idle(
+        self, key: tuple[str, str], pool: Pool, usage: dict[str, cp_model.LinearExprT]
+    ) -> dict[str, cp_model.IntVar]:
+        """More borrowing only where it fits next to every holder; returns "borrows more"."""
+        more: dict[str, cp_model.IntVar] = {}
+        for name, slot in pool.slots.items():
+            if slot.share.strategy.borrows and self._new.get((*key, name)):
+                more[name] = self.model.new_bool_var(f"borrows_more[{name}]")
+                self.model.add(usage[name] <= slot.limit + slot.borrowed_before).only_enforce_if(
+                    more[name].Not()
+                )
+        if not more:
+            return more
+        grows = self.model.new_bool_var("grows")
+        for literal in more.values():
+            self.model.add_implication(literal, grows)
+        undisturbed: dict[str, cp_model.LinearExprT] = {}
+        for name, slot in pool.slots.items():
+            new = self._new.get((*key, name), [])
+            if not new:
+                undisturbed[name] = slot.placed
+                continue
+            at_least = self.model.new_int_var(slot.placed, slot.placed + _sum(new), "undisturbed")
+            self.model.add(at_least >= usage[name])
+            undisturbed[name] = at_least
+        self.model.add(sum(undisturbed.values()) <= pool.maximum).only_enforce_if(grows)
+        load = self._sharing_load(pool, undisturbed)
+        self.model.add(load <= pool.lendable).only_enforce_if(grows)
+        return more
+
+    def _own_capacity(
+        self, key: tuple[str, str], pool: Pool, more: dict[str, cp_model.IntVar]
+    ) -> None:
+        """own[j]: j is admitted and its share borrows no more than it did."""
+        for name in pool.slots:
+            for c in self._new.get((*key, name), []):
+                admit = self.admit[c.job.id]
+                if name not in more:
+                    self.own[c.job.id] = admit  # a share that cannot borrow more runs on its own
+                    continue
+                own = self.model.new_bool_var(f"own[{c.job.id}]")
+                self.model.add_implication(own, admit)
+                self.model.add_implication(own, more[name].Not())
+                self.own[c.job.id] = own
+                self._admit_of[own.index] = admit
+
+    @property
+    def num_variables(self) -> int:
+        return len(self.model.proto.variables)
+
+    def decide(self, budget: Budget) -> Decision:
+        stages = _Stages(self, budget)
+        order = self.problem.candidates  # already in admission order
+        stages.lexicographic([self.own[c.job.id] for c in order], stages.fix_own)
+        borrowing = [
+            self.admit[c.job.id]
+            for c in order
+            if self.own[c.job.id] is not self.admit[c.job.id] and not stages.is_set(c.job.id)
+        ]
+        stages.lexicographic(borrowing, stages.fix)
+        eligible = [h for h in self.problem.holders if h.eligible]
+        stages.fewest_preempted_instances(eligible)
+        protection = sorted(eligible, key=self.problem.protection)
+        stages.lexicographic([self.keep[h.job.id] for h in protection], stages.fix)
+        return stages.decision()
+
+
+class _Stages:
+    """Solve, fix the optimum, hint it, solve the next objective (OR-Tools' multi-stage way)."""
+
+    def __init__(self, owner: QuotaModel, budget: Budget) -> None:
+        self.owner = owner
+        self.model = owner.model
+        self.budget = budget
+        borrowers_own = [
+            owner.own[j] for j, admit in owner.admit.items() if owner.own[j] is not admit
+        ]
+        self.decisions = [*owner.admit.values(), *owner.keep.values(), *borrowers_own]
+        # The first hint: nothing new starts, nobody is stopped.
+        self.values: dict[int, int] = {v.index: 0 for v in (*owner.admit.values(), *borrowers_own)}
+        self.values.update({v.index: 1 for v in owner.keep.values()})
+        self.solved = False
+        self.solves = 0
+        self.stopped = False
+
+    def value(self, var: cp_model.IntVar) -> int:
+        return self.values[var.index]
+
+    def is_set(self, job: str) -> bool:
+        """Whether stage 1 already admitted `job` on its share's own capacity."""
+        return (
+            self.solved
+            and self.value(self.owner.admit[job]) == 1
+            and (self.value(self.owner.own[job]) == 1)
+        )
+
+    def _solve(self, objective: cp_model.LinearExprT, maximize: bool) -> bool:
+        if self.stopped:
+            return False
+        deterministic, wall = self.budget.remaining()
+        if deterministic <= 0 or wall <= 0:
+            self.budget.limit_hit = self.stopped = True
+            return False
+        self.model.clear_hints()
+        for var in self.decisions:
+            self.model.add_hint(var, self.values[var.index])
+        if maximize:
+            self.model.maximize(objective)
+        else:
+            self.model.minimize(objective)
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1  # deterministic
+        solver.parameters.random_seed = self.budget.seed
+        solver.parameters.max_deterministic_time = deterministic
+        solver.parameters.max_time_in_seconds = wall
+        status = solver.solve(self.model)
+        self.solves += 1
+        self.budget.spent += solver.deterministic_time
+        if status in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+            # "Admit nothing, preempt every eligible holder" always satisfies the model.
+            raise InternalError(f"quota model {solver.status_name(status)}")
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            self.budget.limit_hit = self.stopped = True
+            return False
+        if status == cp_model.FEASIBLE:
+            self.budget.limit_hit = True
+        self.values = {var.index: solver.value(var) for var in self.decisions}
+        self.solved = True
+        return True
+
+    def fix(self, block: list[cp_model.IntVar]) -> None:
+        for var in block:
+            self.model.add(var == self.value(var))
+
+    def fix_own(self, block: list[cp_model.IntVar]) -> None:
+        """Stage 1's fix: admitted stays admitted; a borrower's refusal stays open for stage 2."""
+        for own in block:
+            admit = self.owner._admit_of.get(own.index, own)
+            if self.value(own):
+                self.model.add(admit == 1)
+            elif admit is own:
+                self.model.add(admit == 0)
+
+    def lexicographic(
+        self, literals: list[cp_model.IntVar], fix: Callable[[list[cp_model.IntVar]], None]
+    ) -> None:
+        """Each literal as high as it can be, given every literal before it."""
+        for start in range(0, len(literals), LEX_BLOCK):
+            block = literals[start : start + LEX_BLOCK]
+            if self.solved and all(self.value(lit) for lit in block):
+                fix(block)  # already at the block's maximum
+                continue
+            weights = [1 << (len(block) - 1 - i) for i in range(len(block))]
+            if not self._solve(sum(w * lit for w, lit in zip(weights, block, strict=True)), True):
+                return
+            fix(block)
+
+    def fewest_preempted_instances(self, holders: list[Holder]) -> None:
+        keeps = [(h.job.count, self.owner.keep[h.job.id]) for h in holders]
+        if self.solved and all(self.value(keep) for _, keep in keeps):
+            return  # nobody is preempted: already the minimum
+        lost = sum(count * (1 - keep) for count, keep in keeps)
+        if keeps and self._solve(lost, False):
+            self.model.add(lost <= sum(count * (1 - self.value(keep)) for count, keep in keeps))
+
+    def decision(self) -> Decision:
+        admitted = {j for j, var in self.owner.admit.items() if self.value(var)}
+        kept = {j for j, var in self.owner.keep.items() if self.value(var)}
+        return Decision(admitted, kept, self.solves, self.owner.num_variables, self.solved)
+
+
+def _sum(new: list[Candidate]) -> int:
+    return sum(c.job.count for c in new)
