@@ -102,7 +102,9 @@ class _Generator:
             for p in range(rng.randint(1, 2)):
                 if budget == 0:
                     break
-                device, slots = rng.choice(POOL_KINDS)
+                device, slots = (
+                    POOL_KINDS[0] if p == 0 and rng.random() < 0.5 else rng.choice(POOL_KINDS)
+                )
                 full = rng.randint(1, min(2, budget))
                 budget -= full
                 nodes = rng.randint(0, full)
@@ -139,14 +141,14 @@ class _Generator:
                 "scheduling": rng.choice(["strict_fifo", "greedy_capacity"]),
             }
             if rng.random() < 0.4:
-                settings["max_resources"] = {"cpu": str(rng.choice([3, 4, 6, 8, 12]))}
+                settings["max_resources"] = {"cpu": str(rng.choice([4, 8, 12, 16]))}
             if rng.random() < 0.25:
-                settings.setdefault("max_resources", {})["memory"] = f"{rng.choice([12, 16, 32])}Gi"
+                settings.setdefault("max_resources", {})["memory"] = f"{rng.choice([16, 32, 64])}Gi"
             if rng.random() < 0.4:
-                settings["max_gpus"] = rng.choice([0, 1, 2, 3, 4, 4, 6])
+                settings["max_gpus"] = rng.choice([0, 1, 2, 3, 4, 6, 8])
             if rng.random() < 0.4:
                 kinds = rng.sample([*NVIDIA, "V6E"], rng.randint(1, 2))
-                settings["max_accelerators"] = {k: rng.choice([0, 1, 2, 3, 4, 6]) for k in kinds}
+                settings["max_accelerators"] = {k: rng.choice([0, 1, 2, 3, 4, 6, 8]) for k in kinds}
             if rng.random() < 0.3:
                 settings["action_concurrency"] = rng.randint(1, 4)
             if rng.random() < 0.3:
@@ -166,7 +168,7 @@ class _Generator:
             return
         queue = rng.choice(self.queue_names)
         replicas = rng.randint(1, 2)
-        request = self._request(gpu_chance=0.4)
+        request = self._request(queue)
         spots = self._spots(queue, [request] * replicas) if rng.random() < 0.5 else None
         name = "env0"
         if spots is None:
@@ -197,7 +199,7 @@ class _Generator:
         if env and rng.random() < 0.5:
             self.builder.running(action_id, queue=queue, run=self._run(queue), environment=env[0])
             return
-        requests = [self._request(gpu_chance=0.4) for _ in range(rng.randint(1, 2))]
+        requests = [self._request(queue) for _ in range(rng.randint(1, 2))]
         spots = self._spots(queue, requests)
         if spots is None:
             return
@@ -229,25 +231,36 @@ class _Generator:
                 action_id, queue=queue, run=self._run(queue), at=at, environment=env[0], **extra
             )
             return
-        containers = [
-            ctr(f"c{i}", **self._request(gpu_chance=0.5)) for i in range(rng.randint(1, 2))
-        ]
+        containers = [ctr(f"c{i}", **self._request(queue)) for i in range(rng.randint(1, 2))]
         self.builder.queued(
             action_id, queue=queue, run=self._run(queue), at=at, containers=containers, **extra
         )
 
-    def _request(self, gpu_chance: float) -> dict[str, Any]:
+    def _request(self, queue: str) -> dict[str, Any]:
+        """Mostly a request sized for one node of a pool the queue routes to (so most work is
+        feasible and contends for room), sometimes for any pool, sometimes a little too big."""
         rng = self.rng
-        cpu = rng.choice(["500m", "1", "1", "2", "2", "3", "4"])
-        memory = rng.choice(["2Gi", "4Gi", "4Gi", "8Gi", "16Gi"]) if rng.random() < 0.8 else None
-        request: dict[str, Any] = {"cpu": cpu, "memory": memory}
-        present = sorted({p.device for p in self.pools if p.device})
-        if present and rng.random() < gpu_chance:
-            count = rng.choice([1, 1, 1, 2, 2, 3, 4])
-            kinds = present if rng.random() < 0.9 else [kind for kind, _ in POOL_KINDS if kind]
-            untyped = any(kind in NVIDIA for kind in present) and rng.random() < 0.4
-            request["gpu"] = count if untyped else f"{rng.choice(kinds)}:{count}"
-        if rng.random() < 0.05:
+        routes = self.routes[queue] or self.cluster_names
+        routed = [p for p in self.pools if p.cluster in routes]
+        pool = rng.choice(routed if routed and rng.random() < 0.9 else self.pools)
+        oversize = rng.random() < 0.04
+        cpu = rng.choice([1, 2, 3, 4, 6]) * pool.cpu * 1000 // 8 + (
+            pool.cpu * 1000 if oversize else 0
+        )
+        request: dict[str, Any] = {
+            "cpu": f"{cpu}m" if cpu % 1000 else str(cpu // 1000),
+            "memory": f"{rng.choice([1, 2, 4]) * pool.memory_gib // 8}Gi"
+            if rng.random() < 0.8
+            else None,
+        }
+        if pool.device is not None:
+            count = rng.randint(1, pool.slots) + (1 if rng.random() < 0.04 else 0)
+            untyped_ok = pool.device in NVIDIA and self.default_type in (None, pool.device)
+            untyped = untyped_ok and rng.random() < 0.4
+            request["gpu"] = count if untyped else f"{pool.device}:{count}"
+        if pool.labels and rng.random() < 0.3:
+            request["selector"] = dict(pool.labels)
+        elif rng.random() < 0.03:
             request["selector"] = {"tier": rng.choice("ab")}
         return request
 
@@ -299,7 +312,7 @@ def _matches(pool: _Pool, request: dict[str, Any], default_type: str | None) -> 
         return False
     gpu = request.get("gpu")
     if gpu is None:
-        return True
+        return pool.device is None  # CPU work stays off accelerator pools
     if isinstance(gpu, int):
         return pool.device == default_type if default_type else pool.device in NVIDIA
     return pool.device == gpu.split(":")[0]

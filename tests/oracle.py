@@ -20,7 +20,7 @@ already over its cap blocks only actions that add to it.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from models.devices import NVIDIA_GPU
@@ -65,7 +65,8 @@ class PoolInfo:
         if any(self.labels.get(key) != value for key, value in need.selector.items()):
             return False
         if need.gpus == 0:
-            return True
+            return self.device is None  # CPU work stays off accelerator pools (the project's
+            # reading, as tainted GPU pools do in Kubernetes; solver/problem.py _fits_pool)
         if self.device is None:
             return False
         if need.device is None:
@@ -94,17 +95,22 @@ class Verdict:
     waiting: list[str] = field(default_factory=list)
     head_blocked: set[str] = field(default_factory=set)  # strict queues stopped at a head
     ambiguous: list[str] = field(default_factory=list)
-    """Actions whose fail-fast verdict differs between the issue's enumerated checks and
-    the exact "could never be placed" search: the spec does not settle them."""
+    """Actions that could never be placed although they pass the issue's enumerated fail-fast
+    checks (a packing no aggregate sees, an untyped request only a too-small type cap could
+    take): the spec does not say whether they fail or wait."""
+
+
+EXACT = "exact"
+"""Reading of INFEASIBLE: whatever could not be placed even on an empty queue and empty
+clusters at full scale fails."""
+ENUMERATED = "enumerated"
+"""Reading of INFEASIBLE: only the issue's four checks (cap, accelerator, container size,
+total at full scale) fail an action; one that passes them but can never be placed waits."""
 
 
 class Oracle:
-    def __init__(self, snapshot: Snapshot) -> None:
-        held: dict[str, int] = defaultdict(int)
-        for action in snapshot.actions:
-            held[action.queue] += 1
-        if any(q.depth is not None and q.depth < held[q.name] for q in snapshot.queues):
-            raise ValueError("the oracle does not model a depth the queue reaches")
+    def __init__(self, snapshot: Snapshot, reading: str = EXACT) -> None:
+        self.reading = reading
         self.snap = snapshot
         self.default_type = snapshot.settings.default_gpu_type
         self.queues = {q.name: q for q in snapshot.queues}
@@ -198,6 +204,9 @@ class Oracle:
     # -- the walk ----------------------------------------------------------------
 
     def decide(self) -> Verdict:
+        held = Counter(action.queue for action in self.snap.actions)
+        if any(q.depth is not None and q.depth < held[q.name] for q in self.snap.queues):
+            raise ValueError("the oracle does not model a depth the queue reaches")
         verdict = Verdict()
         order = global_order(self.snap)
         eligible: list[Action] = []
@@ -208,9 +217,10 @@ class Oracle:
                 continue
             payload = self.payload(action, started=set())
             never = not self.placeable([payload], empty=True)
-            if never != self.spec_infeasible(action, payload):
+            enumerated = self.spec_infeasible(action, payload)
+            if never != enumerated:
                 verdict.ambiguous.append(action.id)
-            if never:
+            if never if self.reading == EXACT else enumerated:
                 verdict.failed[action.id] = ErrorCode.INFEASIBLE
                 continue
             eligible.append(action)
@@ -401,8 +411,8 @@ class Oracle:
         return True
 
 
-def decide(snapshot: Snapshot) -> Verdict:
-    return Oracle(snapshot).decide()
+def decide(snapshot: Snapshot, reading: str = EXACT) -> Verdict:
+    return Oracle(snapshot, reading).decide()
 
 
 def global_order(snapshot: Snapshot) -> list[Action]:
