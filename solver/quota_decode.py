@@ -106,7 +106,7 @@ def _preempted(
 ) -> list[PreemptedJob]:
     # Least protected first: the order in which victims were chosen (solver.quota_model).
     victims = sorted(victims, key=problem.protection, reverse=True)
-    needs = {c.job.id: c.job.count for c in admitted}
+    needs = _needs(problem, admitted)
     out: list[PreemptedJob] = []
     for h in victims:
         job = h.job
@@ -168,6 +168,24 @@ def _preempted(
     return out
 
 
+def _needs(problem: QuotaProblem, admitted: list[Candidate]) -> dict[str, int]:
+    """Instances each admission needed freed: what it got beyond capacity free anyway.
+
+    Free capacity (idle with every holder in place) goes to admissions in admission order;
+    this only names beneficiaries, the model decided who runs and who stops.
+    """
+    free = {
+        key: _idle(pool, {n: s.placed for n, s in pool.slots.items()})
+        for key, pool in problem.pools.items()
+    }
+    needs: dict[str, int] = {}
+    for c in admitted:
+        taken = min(free[c.pool], c.job.count)
+        free[c.pool] -= taken
+        needs[c.job.id] = c.job.count - taken
+    return needs
+
+
 def _claimant(admitted: list[Candidate], needs: dict[str, int], victim: Holder) -> Candidate | None:
     """The earliest admission of another share in the same pool that still needs room."""
     for c in admitted:
@@ -216,7 +234,7 @@ def _wait_reason(
         return JobWaitReason.ENVIRONMENT_FULL, (
             f"service environment {pool.environment} allows {pool.maximum}"
             f" {pool.instance_type}, less than its shares hold within their limits;"
-            " nothing new starts until usage is below it"
+            " nothing new starts on it this tick"
         )
     if limit_hit:
         return JobWaitReason.SOLVER_LIMIT, "the tick's time limit ran out before it was decided"
@@ -225,7 +243,9 @@ def _wait_reason(
     share, used, t = slot.share, held[job.share], pool.instance_type
     where = f"quota share {share.name}"
     if used + job.count <= slot.limit:
-        free = pool.maximum - sum(held.values())
+        # What others hold within their own limits stays theirs this tick (solver.quota_model).
+        charged = {n: max(u, pool.slots[n].protected) for n, u in held.items()}
+        free = pool.maximum - sum(charged.values())
         return JobWaitReason.ENVIRONMENT_FULL, (
             f"{where} has {slot.limit - used} of its {slot.limit} {t} free, but service"
             f" environment {pool.environment} has {max(0, free)} of {pool.maximum} free"
@@ -240,11 +260,17 @@ def _wait_reason(
             f"{where} holds {used} {t}; {job.count} more would pass its limit of {slot.limit}"
             f" plus borrow limit ({slot.cap} in all)"
         )
-    idle = min(pool.lendable - pool.sharing_load(held), pool.maximum - sum(held.values()))
     return JobWaitReason.NO_IDLE_CAPACITY, (
-        f"{where} would borrow {used + job.count - slot.limit} {t}; {max(0, idle)} idle {t}"
-        " can be lent now, and borrowing never preempts"
+        f"{where} would borrow {used + job.count - slot.limit} {t}; {_idle(pool, held)} {t}"
+        " are idle and lendable with every running job in place (borrowing never preempts)"
     )
+
+
+def _idle(pool: Pool, held: dict[str, int]) -> int:
+    """Capacity new borrowing could use: idle with every holder of the tick's start in place."""
+    undisturbed = {n: max(u, pool.slots[n].placed) for n, u in held.items()}
+    env_free = pool.maximum - sum(undisturbed.values())
+    return max(0, min(env_free, pool.lendable - pool.sharing_load(undisturbed)))
 
 
 def _in_share_note(share: QuotaShare, job: Job, problem: QuotaProblem) -> str:
