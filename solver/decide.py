@@ -19,24 +19,31 @@ from dataclasses import dataclass
 
 from models.result import WaitReason
 from solver.failfast import Failure
-from solver.model import Feasibility, PlacementModel, Unit
+from solver.model import Feasibility, PlacementModel, Scope, Unit
 from solver.passes import (
+    NO_ROOM,
     Outcome,
     behind_head,
-    best_fit_pass,
     placement_may_lift,
-    room_refusal,
 )
 from solver.plan import Placement, Plan, Refusal, UnitKey
-from solver.problem import ActionInfo, Problem
+from solver.problem import UNBOUNDED, ActionInfo, Item, Problem
 
 # With this many units or fewer placed this tick, every one of them may move in a check, so
 # the answer is exact; above it, only the units on the nodes the action could use may move.
 EXACT_NEIGHBOURHOOD_UNITS = 60
+# Deterministic seconds for one local check: a local refusal is unproven anyway, so a check
+# that cannot find room quickly is not worth the tick's time.
+LOCAL_CHECK_LIMIT_S = 0.02
+
+
+WALL_SAFETY = 3.0
 
 
 @dataclass
 class Budget:
+    """Deterministic CP-SAT seconds the tick may spend on checks."""
+
     time_limit_s: float
     seed: int
     started: float
@@ -44,8 +51,9 @@ class Budget:
     limit_hit: bool = False
 
     def exhausted(self) -> bool:
+        # Deterministic time keeps a tick reproducible; the wall bound is only a safety net.
         wall = time.perf_counter() - self.started
-        if self.spent >= self.time_limit_s or wall >= 2 * self.time_limit_s:
+        if self.spent >= self.time_limit_s or wall >= WALL_SAFETY * self.time_limit_s:
             self.limit_hit = True
         return self.limit_hit
 
@@ -71,60 +79,52 @@ class Decider:
         self.over_depth = over_depth
         self.budget = budget
         self.stats = DecideStats()
-        self._room_bound_cache: dict[tuple[int, bytes], bool] = {}
 
-    def run(self, plan: Plan, outcome: Outcome) -> tuple[Plan, Outcome]:
+    def run(self, plan: Plan, outcome: Outcome) -> tuple[Plan, dict[int, Refusal]]:
+        """The exact plan, and the refusal of every pending action it leaves out.
+
+        From the first contested action on, the line is walked again on a ledger of the
+        decided admissions: caps and limits first, then best-fit, then the model.
+        """
+        refusals = dict(outcome.refusals)
         if not outcome.contested:
-            return plan, outcome
+            return plan, refusals
         first = outcome.contested[0]
         members = self._members(plan, outcome, first)
         self.stats.contested = len(outcome.contested)
-        admitted = {i for i in plan.admitted if i < first}
-        refused: dict[int, Refusal] = {}
-        blocked: dict[int, int] = {}  # strict queue -> its refused head
-        ledger = _ledger(self.problem, plan, admitted)
-        infeasible_shapes: dict[tuple, list[tuple[int, ...]]] = {}
+        heads = {q: h for q, h in outcome.heads.items() if h < first}
+        ledger = _ledger(self.problem, plan, {i for i in plan.admitted if i < first})
+        shapes: dict[tuple, list[tuple[int, ...]]] = {}
         for action in self.problem.actions[first:]:
             i = action.index
             if i not in members:
+                if i in refusals and self.problem.queues[action.queue].strict:
+                    heads.setdefault(action.queue, i)
                 continue
-            if i in plan.admitted:
-                admitted.add(i)
-                ledger.admit(action, _placement_in(plan, action, ledger))
-                continue
-            if self.budget.exhausted():
-                break
-            verdict = self._cheap_verdict(ledger, action, blocked, infeasible_shapes)
+            refusals.pop(i, None)
+            verdict = self._cheap_verdict(ledger, action, heads, shapes)
             if verdict is None:
-                solution, verdict = self._check(ledger, action)
-                if solution is not None:
-                    admitted.add(i)
-                    plan = solution
-                    # The new placement may leave room best-fit can use further down the line.
-                    best_fit_pass(
-                        self.problem,
-                        plan,
-                        self.failures,
-                        self.over_depth,
-                        {**refused, **dict.fromkeys(admitted)},
-                    )
-                    ledger = _ledger(self.problem, plan, admitted)
+                items = ledger.items_to_place(action)
+                # A device cap that untyped GPUs may free by moving is the model's to judge.
+                capped = ledger.refusal(action) is not None
+                placement = ledger.find_placement(action) if items and not capped else None
+                if placement is not None or not items:
+                    ledger.admit(action, placement)
                     continue
-                shape = _shape(action)
-                if shape is not None and verdict.reason is WaitReason.CLUSTER_ROOM:
-                    infeasible_shapes.setdefault(shape[0], []).append(shape[1])
-            refused[i] = verdict
+                if self.budget.exhausted():
+                    verdict = NO_ROOM  # past the time limit, best-fit has the last word
+                else:
+                    solution, verdict = self._check(ledger, action)
+                    if solution is not None:
+                        ledger = solution
+                        continue
+                    shape = _shape(action)
+                    if shape is not None and verdict.reason is WaitReason.CLUSTER_ROOM:
+                        shapes.setdefault(shape[0], []).append(shape[1])
+            refusals[i] = verdict
             if self.problem.queues[action.queue].strict:
-                blocked.setdefault(action.queue, i)
-        # Actions left undecided when time ran out keep the incumbent's verdicts.
-        final = best_fit_pass(
-            self.problem,
-            plan,
-            self.failures,
-            self.over_depth,
-            {**refused, **dict.fromkeys(plan.admitted)},
-        )
-        return plan, Outcome(final.refusals, outcome.contested, final.heads)
+                heads.setdefault(action.queue, i)
+        return ledger, refusals
 
     def _members(self, plan: Plan, outcome: Outcome, first: int) -> set[int]:
         """Every admission, and every later action whose refusal is not already final.
@@ -159,41 +159,83 @@ class Decider:
         self,
         ledger: Plan,
         action: ActionInfo,
-        blocked: dict[int, int],
+        heads: dict[int, int],
         infeasible_shapes: dict[tuple, list[tuple[int, ...]]],
     ) -> Refusal | None:
         """A refusal provable without the model, or None when the model must be asked."""
-        if action.queue in blocked:
-            return behind_head(self.problem, blocked[action.queue])
+        if action.queue in heads:
+            return behind_head(self.problem, heads[action.queue])
         refusal = ledger.refusal(action)
-        if refusal is not None and not placement_may_lift(self.problem, ledger, action, refusal):
+        if refusal is not None and not placement_may_lift(ledger, action, refusal):
             return refusal
+        if refusal is not None:
+            # Only the device caps may lift; everything else must already hold.
+            hard = ledger.refusal(action, device_caps=False)
+            if hard is not None:
+                return hard
         shape = _shape(action)
         if shape is not None and _dominated(infeasible_shapes.get(shape[0], []), shape[1]):
-            return refusal or room_refusal(self.problem, action, ledger)
+            return refusal or NO_ROOM
         return None
 
     def _check(self, ledger: Plan, action: ActionInfo) -> tuple[Plan | None, Refusal]:
         """Place `action` with the decided admissions, moving those that share its nodes."""
         items = ledger.items_to_place(action)
         refusal = ledger.refusal(action)
-        if not items:  # joins a pool that is up: nothing to place
-            if refusal is None:
-                solution = ledger.copy()
-                solution.admit(action, None)
-                return solution, refusal  # type: ignore[return-value]
-            return None, refusal
         clusters = ledger.candidate_clusters(items, action.queue)
-        reachable = {p for item in items for c in clusters for p in item.pools[c]}
         if not self._may_fit(items, clusters):
-            return None, refusal or room_refusal(self.problem, action, ledger)
+            return None, refusal or NO_ROOM
         units = ledger.units()
-        exact = len(units) <= EXACT_NEIGHBOURHOOD_UNITS
-        movable = (
-            set(units)
-            if exact
-            else {key for p in reachable for key in ledger.pool_units.get(p, ())}
-        )
+        if len(units) <= EXACT_NEIGHBOURHOOD_UNITS:
+            scopes: list[Scope | None] = [None]
+        else:
+            scopes = [
+                scope
+                for c in clusters
+                if (scope := self._local_scope(ledger, items, c)) is not None
+            ]
+        for scope in scopes:
+            solution = self._solve_in(ledger, action, items, units, scope)
+            if solution is not None:
+                return solution, refusal  # type: ignore[return-value]
+            if self.budget.limit_hit:
+                return None, Refusal(
+                    WaitReason.SOLVER_LIMIT,
+                    "the tick's time limit ran out before room for it could be proven",
+                )
+        if scopes != [None]:
+            self.stats.unproven_refusals += 1
+        return None, refusal or NO_ROOM
+
+    def _local_scope(self, ledger: Plan, items: list[Item], cluster: int) -> Scope | None:
+        """The pools of one cluster the action may use, when their free room could hold it."""
+        pools = sorted({p for item in items for p in item.pools[cluster]})
+        room = self.problem.pools[pools[0]].room
+        free = sum(ledger.free[p].sum(axis=0) for p in pools)
+        wanted = sum(item.request for item in items)
+        bounded = room < UNBOUNDED
+        if (free[bounded] < wanted[bounded]).any():
+            return None
+        return Scope(cluster, frozenset(pools))
+
+    def _solve_in(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        items: list[Item],
+        units: dict[UnitKey, tuple[int, list[Item], Placement]],
+        scope: Scope | None,
+    ) -> Plan | None:
+        """One model: the action plus the decided units that may move within `scope`."""
+        if scope is None:
+            movable = set(units)
+        else:
+            movable = {
+                key
+                for p in scope.pools
+                for key in ledger.pool_units.get(p, ())
+                if all(spot[0] in scope.pools for spot in units[key][2].spots)
+            }
         free = [f.copy() for f in ledger.free]
         for key in movable:
             _, unit_items, placement = units[key]
@@ -206,56 +248,38 @@ class Decider:
             ("env", action.env) if ledger.starts_env(action) else ("action", action.index)  # type: ignore[assignment]
         )
         model_units.append(Unit(candidate_key, action.queue, items))
-        device_room = self._device_room(ledger, action, model_units, units)
+        device_room = self._device_room(ledger, action, model_units)
         if device_room is None:
-            return None, refusal or room_refusal(self.problem, action, ledger)
-        model = PlacementModel(self.problem, model_units, free, ledger.opened, device_room)
+            return None
+        model = PlacementModel(self.problem, model_units, free, ledger.opened, device_room, scope)
         self.stats.largest_model_variables = max(
             self.stats.largest_model_variables, model.num_variables
         )
-        mark = time.perf_counter()
-        status, placements = model.solve(
-            self.budget.time_limit_s - self.budget.spent, self.budget.seed
-        )
-        self.budget.spent += time.perf_counter() - mark
+        limit = self.budget.time_limit_s - self.budget.spent
+        if scope is not None:
+            limit = min(limit, LOCAL_CHECK_LIMIT_S)
+        status, placements, spent = model.solve(limit, self.budget.seed)
+        self.budget.spent += spent
         self.stats.model_solves += 1
         if status is Feasibility.FEASIBLE:
-            moved = {
-                unit.key: placement for unit, placement in zip(model_units, placements, strict=True)
-            }
-            return self._replan(ledger, action, moved), refusal  # type: ignore[return-value]
-        if status is Feasibility.UNKNOWN:
+            *moved, placed = placements
+            for unit, placement in zip(model_units[:-1], moved, strict=True):
+                ledger.move(unit.key, placement)
+            ledger.admit(action, placed)
+            return ledger
+        if status is Feasibility.UNKNOWN and scope is None:
             self.budget.limit_hit = True
-            return None, Refusal(
-                WaitReason.SOLVER_LIMIT,
-                "the tick's time limit ran out before room for it could be proven",
-            )
-        if not exact:
-            self.stats.unproven_refusals += 1
-        return None, refusal or room_refusal(self.problem, action, ledger)
+        return None
 
-    def _may_fit(self, items: list, clusters: list[int]) -> bool:
+    def _may_fit(self, items: list[Item], clusters: list[int]) -> bool:
         """A necessary bound: every container fits some node once this tick's work is gone."""
-        return any(all(self._fits_some_node(item, c) for item in items) for c in clusters)
-
-    def _fits_some_node(self, item, cluster: int) -> bool:
-        for p in item.pools[cluster]:
-            key = (p, item.request.tobytes())
-            known = self._room_bound_cache.get(key)
-            if known is None:
-                pool = self.problem.pools[p]
-                known = bool(((pool.room - pool.used) >= item.request).all(axis=1).any())
-                self._room_bound_cache[key] = known
-            if known:
-                return True
-        return False
+        return any(all(self.problem.fits_base_room(item, c) for item in items) for c in clusters)
 
     def _device_room(
         self,
         ledger: Plan,
         action: ActionInfo,
         model_units: list[Unit],
-        units: dict[UnitKey, tuple[int, list, Placement]],
     ) -> dict[tuple[int, str], int] | None:
         """Room left under each device cap an untyped container of the model could charge.
 
@@ -281,17 +305,6 @@ class Decider:
                 room[(q, device)] = max(0, cap - used)
         return room
 
-    def _replan(self, ledger: Plan, action: ActionInfo, moved: dict[UnitKey, Placement]) -> Plan:
-        """The decided admissions at their (possibly moved) places, plus `action`."""
-        plan = Plan(self.problem)
-        for i in sorted(ledger.admitted):
-            other = self.problem.actions[i]
-            key: UnitKey = ("env", other.env) if plan.starts_env(other) else ("action", i)  # type: ignore[assignment]
-            plan.admit(other, moved.get(key, _placement_in(ledger, other, plan)))
-        key = ("env", action.env) if plan.starts_env(action) else ("action", action.index)  # type: ignore[assignment]
-        plan.admit(action, moved[key])
-        return plan
-
 
 def _ledger(problem: Problem, plan: Plan, admitted: set[int]) -> Plan:
     """The decided admissions only, placed where `plan` has them."""
@@ -314,8 +327,9 @@ def _shape(action: ActionInfo) -> tuple[tuple, tuple[int, ...]] | None:
     """A key under which a request no smaller than one that found no room finds none either."""
     if action.env is not None:
         return None
+    # Room does not depend on the queue, except where untyped GPUs meet its device caps.
     key = (
-        action.queue,
+        action.queue if any(item.untyped for item in action.items) else None,
         tuple(
             (item.device, item.untyped, tuple(sorted((c, tuple(p)) for c, p in item.pools.items())))
             for item in action.items

@@ -17,9 +17,10 @@ from models.result import (
     WaitReason,
 )
 from models.snapshot import Snapshot
-from solver.failfast import Failure
+from solver.failfast import Failure, describe_item
+from solver.passes import NO_ROOM
 from solver.plan import Placement, Plan, Refusal
-from solver.problem import Item, Problem
+from solver.problem import ActionInfo, Item, Problem
 
 
 def decode(
@@ -61,7 +62,9 @@ def decode(
                 )
             )
         else:
-            refusal = refusals.get(i) or Refusal(WaitReason.CLUSTER_ROOM, "no room now")
+            refusal = refusals[i]
+            if refusal is NO_ROOM:
+                refusal = room_refusal(problem, action, plan)
             result.waiting.append(
                 WaitingAction(
                     action=action.id,
@@ -181,3 +184,27 @@ def _metrics(
             waiting=waiting[q],
         )
     return metrics
+
+
+def room_refusal(problem: Problem, action: ActionInfo, plan: Plan) -> Refusal:
+    """No room now: lower priority when higher-priority work took room it could have had."""
+    items = plan.items_to_place(action)
+    clusters = plan.candidate_clusters(items, action.queue)
+    names = ", ".join(problem.cluster_names[c] for c in clusters) or "none"
+    what = "; ".join(describe_item(item, problem.dims) for item in items)
+    priority = problem.queues[action.queue].priority
+    higher = {
+        plan.pool_top[p][1]
+        for c in clusters
+        if all(problem.fits_base_room(item, c) for item in items)
+        for item in items
+        for p in item.pools[c]
+        if p in plan.pool_top and plan.pool_top[p][0] > priority
+    }
+    if higher:
+        return Refusal(
+            WaitReason.LOWER_PRIORITY,
+            f"room in clusters {names} went to higher-priority queues"
+            f" {', '.join(sorted(higher))} this tick; needs {what}",
+        )
+    return Refusal(WaitReason.CLUSTER_ROOM, f"no room now in clusters {names} for {what}")

@@ -38,6 +38,14 @@ class Unit:
     hint: Placement | None = None
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Keep every unit of a model inside one cluster and these pools of it."""
+
+    cluster: int
+    pools: frozenset[int]
+
+
 @dataclass
 class _Vars:
     clusters: dict[int, cp_model.IntVar] = field(default_factory=dict)
@@ -54,10 +62,12 @@ class PlacementModel:
         free: list[np.ndarray],
         opened: list[np.ndarray],
         device_room: dict[tuple[int, str], int],
+        scope: Scope | None = None,
     ) -> None:
         self.problem = problem
         self.units = units
         self.free = free
+        self.scope = scope
         self.model = cp_model.CpModel()
         self.vars: list[_Vars] = []
         slots = self._slots(opened)
@@ -75,7 +85,8 @@ class PlacementModel:
             for item in unit.items:
                 for pools in item.pools.values():
                     for p in pools:
-                        wanting[p] = wanting.get(p, 0) + 1
+                        if self.scope is None or p in self.scope.pools:
+                            wanting[p] = wanting.get(p, 0) + 1
         slots = {}
         for p, count in wanting.items():
             used = np.flatnonzero(opened[p])
@@ -87,6 +98,8 @@ class PlacementModel:
         found = _Vars()
         routed = self.problem.queues[unit.queue].clusters
         clusters = [c for c in routed if all(c in item.pools for item in unit.items)]
+        if self.scope is not None:
+            clusters = [c for c in clusters if c == self.scope.cluster]
         for c in clusters:
             found.clusters[c] = self.model.new_bool_var("")
         self.model.add_exactly_one(found.clusters.values())
@@ -94,6 +107,8 @@ class PlacementModel:
             spots = []
             for c in clusters:
                 for p in item.pools[c]:
+                    if self.scope is not None and p not in self.scope.pools:
+                        continue
                     fits = (self.free[p][slots[p]] >= item.request).all(axis=1)
                     for node in np.asarray(slots[p])[fits]:
                         spots.append((p, int(node), self.model.new_bool_var("")))
@@ -153,17 +168,24 @@ class PlacementModel:
     def num_variables(self) -> int:
         return len(self.model.proto.variables)
 
-    def solve(self, deterministic_limit: float, seed: int) -> tuple[Feasibility, list[Placement]]:
+    def solve(
+        self, deterministic_limit: float, seed: int
+    ) -> tuple[Feasibility, list[Placement], float]:
+        """The verdict, the placements when feasible, and the deterministic time it took."""
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1  # deterministic, and the machine runs a service too
         solver.parameters.random_seed = seed
-        solver.parameters.max_deterministic_time = max(deterministic_limit, 0.01)
+        solver.parameters.max_deterministic_time = max(deterministic_limit, 0.001)
+        # These models are small and hinted; presolve costs more than it saves here and can
+        # drop a feasible hint (CPSAT-NOTES.md; measured: twice the checks per second).
+        solver.parameters.cp_model_presolve = False
         status = solver.solve(self.model)
+        spent = solver.deterministic_time
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return Feasibility.FEASIBLE, [self._placement(solver, v) for v in self.vars]
+            return Feasibility.FEASIBLE, [self._placement(solver, v) for v in self.vars], spent
         if status == cp_model.INFEASIBLE:
-            return Feasibility.INFEASIBLE, []
-        return Feasibility.UNKNOWN, []
+            return Feasibility.INFEASIBLE, [], spent
+        return Feasibility.UNKNOWN, [], spent
 
     @staticmethod
     def _placement(solver: cp_model.CpSolver, found: _Vars) -> Placement:

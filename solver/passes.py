@@ -9,9 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from models.result import WaitReason
-from solver.failfast import Failure, describe_item
+from solver.failfast import Failure
 from solver.plan import Plan, Refusal
 from solver.problem import ActionInfo, Problem
+
+# Why there was no room (cluster full, or taken by higher priority) is only worked out for
+# the actions still waiting at the end of the tick, against the final plan (solver.decode).
+NO_ROOM = Refusal(WaitReason.CLUSTER_ROOM, "")
 
 
 @dataclass
@@ -30,13 +34,15 @@ def best_fit_pass(
     over_depth: set[int],
     decided: dict[int, Refusal | None],
     start: int = 0,
+    heads: dict[int, int] | None = None,
 ) -> Outcome:
     """Walk the line from `start`, admitting what fits the caps and a best-fit placement.
 
     `decided` holds verdicts already proven (None: admitted and already in `plan`);
-    they are kept as they are and still block strict queues.
+    they are kept as they are and still block strict queues, as do `heads` (strict
+    queue -> refused head) found before `start`.
     """
-    outcome = Outcome()
+    outcome = Outcome(heads=dict(heads or {}))
     for action in problem.actions[start:]:
         i = action.index
         if i in failures:
@@ -65,12 +71,12 @@ def best_fit_pass(
                 if placement is not None:
                     plan.admit(action, placement)
                     continue
-                refusal = room_refusal(problem, action, plan)
+                refusal = NO_ROOM
                 outcome.contested.append(i)
             else:
                 plan.admit(action, None)
                 continue
-        elif placement_may_lift(problem, plan, action, refusal):
+        elif placement_may_lift(plan, action, refusal):
             outcome.contested.append(i)
         outcome.refusals[i] = refusal
         if queue.strict:
@@ -87,49 +93,11 @@ def behind_head(problem: Problem, head: int) -> Refusal:
     )
 
 
-def room_refusal(problem: Problem, action: ActionInfo, plan: Plan) -> Refusal:
-    items = plan.items_to_place(action)
-    clusters = plan.candidate_clusters(items, action.queue)
-    names = ", ".join(problem.cluster_names[c] for c in clusters) or "none"
-    what = "; ".join(describe_item(item, problem.dims) for item in items)
-    empty = Plan(problem)
-    if empty.find_placement(action) is not None:
-        higher = {
-            problem.queues[problem.actions[j].queue].name
-            for j in plan.admitted
-            if problem.queues[problem.actions[j].queue].priority
-            > problem.queues[action.queue].priority
-        }
-        if higher:
-            return Refusal(
-                WaitReason.LOWER_PRIORITY,
-                f"room in clusters {names} went to higher-priority queues"
-                f" {', '.join(sorted(higher))} this tick; needs {what}",
-            )
-    return Refusal(WaitReason.CLUSTER_ROOM, f"no room now in clusters {names} for {what}")
-
-
-def placement_may_lift(problem: Problem, plan: Plan, action: ActionInfo, refusal: Refusal) -> bool:
+def placement_may_lift(plan: Plan, action: ActionInfo, refusal: Refusal) -> bool:
     """A device cap charged by untyped GPUs placed this tick may clear if they move elsewhere."""
     if refusal.reason is not WaitReason.QUEUE_CAP or refusal.resource is None:
         return False
-    for j, placement in plan.admitted.items():
-        other = problem.actions[j]
-        if other.queue != action.queue or placement is None:
-            continue
-        for item, (p, _) in zip(
-            plan.items_to_place(other) or other.items, placement.spots, strict=False
-        ):
-            if item.untyped and problem.pools[p].device == refusal.resource:
-                return True
-    for env_index, placement in plan.env_started.items():
-        env = problem.envs[env_index]
-        if env.queue != action.queue:
-            continue
-        for item, (p, _) in zip(env.items, placement.spots, strict=True):
-            if item.untyped and problem.pools[p].device == refusal.resource:
-                return True
-    return False
+    return plan.usage[action.queue].untyped_landed.get(refusal.resource, 0) > 0
 
 
 def over_depth(problem: Problem, failures: dict[int, Failure]) -> set[int]:
@@ -144,3 +112,13 @@ def over_depth(problem: Problem, failures: dict[int, Failure]) -> set[int]:
             over.add(action.index)
         seen[action.queue] += 1
     return over
+
+
+def strict_heads(problem: Problem, refusals: dict[int, Refusal]) -> dict[int, int]:
+    """Each strict queue's first refused action: the head that blocks its line."""
+    heads: dict[int, int] = {}
+    for i in sorted(refusals):
+        queue = problem.actions[i].queue
+        if problem.queues[queue].strict:
+            heads.setdefault(queue, i)
+    return heads

@@ -8,7 +8,7 @@ a candidate for the model, never a verdict).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,6 +41,17 @@ class QueueUsage:
     untyped_used: int
     admitted: int
     runs: set[str]
+    untyped_landed: dict[str, int] = field(default_factory=dict)  # this tick's, by device
+
+    def copy(self) -> QueueUsage:
+        return QueueUsage(
+            dict(self.used),
+            dict(self.device_used),
+            self.untyped_used,
+            self.admitted,
+            set(self.runs),
+            dict(self.untyped_landed),
+        )
 
 
 class Plan:
@@ -57,36 +68,50 @@ class Plan:
         self.admitted: dict[int, Placement | None] = {}  # None: joined a pool, nothing placed
         self.env_started: dict[int, Placement] = {}
         self.pool_units: dict[int, set[UnitKey]] = {}  # who this tick placed work in a pool
+        self.pool_top: dict[int, tuple[int, str]] = {}  # highest queue priority placed there
         self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
         for pool in problem.pools:
             self.cluster_used[pool.cluster] += _bounded(pool.room, pool.used.sum(axis=0))
+        self.loads = np.zeros(len(problem.cluster_names))
+        for cluster in range(len(problem.cluster_names)):
+            self._update_load(cluster)
+        # The most room of any one node, per pool and dimension: a cheap test before the nodes.
+        self.max_free = np.array(
+            [
+                f.max(axis=0) if len(f) else np.zeros(len(problem.dims), dtype=np.int64)
+                for f in self.free
+            ],
+            dtype=np.int64,
+        ).reshape(len(self.free), len(problem.dims))
 
     def copy(self) -> Plan:
         other = Plan.__new__(Plan)
         other.problem = self.problem
         other.free = [f.copy() for f in self.free]
         other.opened = [o.copy() for o in self.opened]
-        other.usage = [
-            QueueUsage(dict(u.used), dict(u.device_used), u.untyped_used, u.admitted, set(u.runs))
-            for u in self.usage
-        ]
+        other.usage = [u.copy() for u in self.usage]
         other.admitted = dict(self.admitted)
         other.env_started = dict(self.env_started)
         other.pool_units = {p: set(keys) for p, keys in self.pool_units.items()}
+        other.pool_top = dict(self.pool_top)
         other.cluster_used = self.cluster_used.copy()
+        other.loads = self.loads.copy()
+        other.max_free = self.max_free.copy()
         return other
 
     def units(self) -> dict[UnitKey, tuple[int, list[Item], Placement]]:
         """Every placed unit of this tick: its queue, its containers and where they sit."""
-        found: dict[UnitKey, tuple[int, list[Item], Placement]] = {}
-        for i, placement in self.admitted.items():
-            if placement is not None:
-                action = self.problem.actions[i]
-                found[("action", i)] = (action.queue, action.items, placement)
-        for e, placement in self.env_started.items():
-            env = self.problem.envs[e]
-            found[("env", e)] = (env.queue, env.items, placement)
-        return found
+        keys: list[UnitKey] = [("action", i) for i, p in self.admitted.items() if p is not None]
+        keys += [("env", e) for e in self.env_started]
+        return {key: self.unit(key) for key in keys}
+
+    def unit(self, key: UnitKey) -> tuple[int, list[Item], Placement]:
+        kind, index = key
+        if kind == "env":
+            env = self.problem.envs[index]
+            return env.queue, env.items, self.env_started[index]
+        action = self.problem.actions[index]
+        return action.queue, action.items, self.admitted[index]  # type: ignore[return-value]
 
     # -- what a unit needs ---------------------------------------------------------------
 
@@ -110,8 +135,12 @@ class Plan:
 
     # -- placement-free checks -----------------------------------------------------------
 
-    def refusal(self, action: ActionInfo) -> Refusal | None:
-        """The first concurrency limit or cap that admitting `action` now would break."""
+    def refusal(self, action: ActionInfo, device_caps: bool = True) -> Refusal | None:
+        """The first concurrency limit or cap that admitting `action` now would break.
+
+        With `device_caps` False, the per-device caps are left to the caller (the model
+        checks them where untyped GPUs may land on a capped device).
+        """
         queue = self.problem.queues[action.queue]
         usage = self.usage[action.queue]
         if (
@@ -129,9 +158,11 @@ class Plan:
                 WaitReason.ACTION_CONCURRENCY,
                 f"action concurrency {in_flight} of {queue.action_concurrency}",
             )
-        return self.cap_refusal(action.queue, self.charge_of(action))
+        return self.cap_refusal(action.queue, self.charge_of(action), device_caps)
 
-    def cap_refusal(self, queue_index: int, demand: Demand) -> Refusal | None:
+    def cap_refusal(
+        self, queue_index: int, demand: Demand, device_caps: bool = True
+    ) -> Refusal | None:
         from models.quantity import format_quantity
 
         queue = self.problem.queues[queue_index]
@@ -147,7 +178,7 @@ class Plan:
                     name,
                 )
         for device, count in demand.devices.items():
-            cap = queue.device_caps.get(device)
+            cap = queue.device_caps.get(device) if device_caps else None
             if cap is not None and usage.device_used.get(device, 0) + count > cap:
                 return Refusal(
                     WaitReason.QUEUE_CAP,
@@ -175,24 +206,35 @@ class Plan:
         routed = self.problem.queues[queue_index].clusters
         clusters = [c for c in routed if all(c in item.pools for item in items)]
         if len(clusters) > 1:
-            loads = {c: self.load(c) for c in clusters}
-            clusters.sort(key=lambda c: (loads[c], c))
+            clusters.sort(key=lambda c: (self.loads[c], c))
         return clusters
 
-    def load(self, cluster: int) -> float:
+    def _update_load(self, cluster: int) -> None:
         """Share of the cluster's full-scale room in use, on its scarcest dimension."""
         total = self.problem.cluster_room[cluster]
         nonzero = total > 0
-        if not nonzero.any():
-            return 0.0
-        return float((self.cluster_used[cluster][nonzero] / total[nonzero]).max())
+        if nonzero.any():
+            self.loads[cluster] = float(
+                (self.cluster_used[cluster][nonzero] / total[nonzero]).max()
+            )
 
     def find_placement(self, action: ActionInfo) -> Placement | None:
         """Best-fit the unit's containers into the least loaded cluster that takes them all."""
         items = self.items_to_place(action)
         if not items:
             return None
+        viable = [
+            set(
+                item.all_pools[(self.max_free[item.all_pools] >= item.request).all(axis=1)].tolist()
+            )
+            for item in items
+        ]
         for cluster in self.candidate_clusters(items, action.queue):
+            if not all(
+                any(p in pools for p in item.pools[cluster])
+                for item, pools in zip(items, viable, strict=True)
+            ):
+                continue
             spots = self._fit_in_cluster(items, cluster, action.queue)
             if spots is not None:
                 return Placement(cluster, spots)
@@ -239,6 +281,9 @@ class Plan:
         return tuple(spots) if ok else None  # type: ignore[arg-type]
 
     def _best_node(self, pool: int, request: np.ndarray) -> int | None:
+        """The open node the request fills most tightly, else the first fresh node with room."""
+        if (request > self.max_free[pool]).any():
+            return None
         free = self.free[pool]
         fits = (free >= request).all(axis=1)
         open_fits = fits & self.opened[pool]
@@ -263,24 +308,56 @@ class Plan:
         usage.runs.add(action.run)
         items = self.items_to_place(action)
         starts_env = self.starts_env(action)
+        key: UnitKey = ("env", action.env) if starts_env else ("action", action.index)  # type: ignore[assignment]
         if placement is not None:
-            key: UnitKey = ("env", action.env) if starts_env else ("action", action.index)  # type: ignore[assignment]
-            for item, (p, slot) in zip(items, placement.spots, strict=True):
-                pool = self.problem.pools[p]
-                self.free[p][slot] -= item.request
-                self.opened[p][slot] = True
-                self.cluster_used[pool.cluster] += _bounded(pool.room, item.request)
-                self.pool_units.setdefault(p, set()).add(key)
-                if item.untyped and pool.device is not None:
-                    usage.device_used[pool.device] = (
-                        usage.device_used.get(pool.device, 0) + item.gpus
-                    )
+            self._occupy(key, action.queue, items, placement, +1)
         if starts_env:
             assert placement is not None
             self.env_started[action.env] = placement  # type: ignore[index]
             self.admitted[action.index] = None
         else:
             self.admitted[action.index] = placement
+
+    def move(self, key: UnitKey, placement: Placement) -> None:
+        """Put an admitted unit somewhere else (the model found room by moving it)."""
+        queue, items, old = self.unit(key)
+        self._occupy(key, queue, items, old, -1)
+        self._occupy(key, queue, items, placement, +1)
+        kind, index = key
+        if kind == "env":
+            self.env_started[index] = placement
+        else:
+            self.admitted[index] = placement
+
+    def _occupy(
+        self, key: UnitKey, queue_index: int, items: list[Item], placement: Placement, sign: int
+    ) -> None:
+        """Take (sign +1) or give back (-1) the room of `items` at `placement`."""
+        queue = self.problem.queues[queue_index]
+        usage = self.usage[queue_index]
+        touched: set[int] = set()
+        for item, (p, slot) in zip(items, placement.spots, strict=True):
+            pool = self.problem.pools[p]
+            self.free[p][slot] -= sign * item.request
+            self.cluster_used[pool.cluster] += sign * _bounded(pool.room, item.request)
+            touched.add(pool.cluster)
+            if sign > 0:
+                self.opened[p][slot] = True
+                self.pool_units.setdefault(p, set()).add(key)
+                if p not in self.pool_top or self.pool_top[p][0] < queue.priority:
+                    self.pool_top[p] = (queue.priority, queue.name)
+            else:
+                self.pool_units.get(p, set()).discard(key)
+            if item.untyped and pool.device is not None:
+                device = pool.device
+                usage.device_used[device] = usage.device_used.get(device, 0) + sign * item.gpus
+                usage.untyped_landed[device] = (
+                    usage.untyped_landed.get(device, 0) + sign * item.gpus
+                )
+        for cluster in touched:
+            self._update_load(cluster)
+        for p in {p for p, _ in placement.spots}:
+            self.max_free[p] = self.free[p].max(axis=0)
 
 
 def _bounded(room: np.ndarray, amount: np.ndarray) -> np.ndarray:

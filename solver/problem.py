@@ -69,6 +69,7 @@ class Item:
     device: str | None  # typed request (after the org default type), None if untyped or none
     selector: dict[str, str]
     pools: dict[int, list[int]] = field(default_factory=dict)  # cluster -> compatible pools
+    all_pools: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def untyped(self) -> bool:
@@ -120,6 +121,20 @@ class Problem:
     actions: list[ActionInfo]  # pending, in global order
     running_env_actions: dict[int, int]  # env index -> running actions that joined it
     cluster_room: np.ndarray  # (clusters, dims): full-scale room on the dimensions nodes declare
+    _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
+
+    def fits_base_room(self, item: Item, cluster: int) -> bool:
+        """Whether some node the item may use has room for it next to running work alone."""
+        for p in item.pools.get(cluster, ()):
+            key = (p, item.request.tobytes())
+            known = self._base_fit.get(key)
+            if known is None:
+                pool = self.pools[p]
+                known = bool(((pool.room - pool.used) >= item.request).all(axis=1).any())
+                self._base_fit[key] = known
+            if known:
+                return True
+        return False
 
 
 def compile_snapshot(snapshot: Snapshot) -> Problem:
@@ -185,6 +200,8 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         )
         queue_index[queue.name] = qi
 
+    compatible_pools: dict[tuple, tuple[dict[int, list[int]], np.ndarray]] = {}
+
     def make_item(container: Container, queue: QueueInfo) -> Item:
         request = np.zeros(len(dims), dtype=np.int64)
         for name, amount in container.resources.items():
@@ -196,10 +213,18 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
             device = container.gpu.device.canonical if container.gpu.device else default_type
         request[GPU_DIM] = gpus
         item = Item(container.name, request, gpus, device, dict(container.node_selector))
-        for ci in queue.clusters:
-            compatible = [p for p in pools_of_cluster[ci] if _fits_pool(item, pools[p], queue)]
-            if compatible:
-                item.pools[ci] = compatible
+        # Containers of one shape are common (replicas, sweeps): match them to pools once.
+        shape = (queue.index, request.tobytes(), device, tuple(sorted(item.selector.items())))
+        known = compatible_pools.get(shape)
+        if known is None:
+            by_cluster = {}
+            for ci in queue.clusters:
+                compatible = [p for p in pools_of_cluster[ci] if _fits_pool(item, pools[p], queue)]
+                if compatible:
+                    by_cluster[ci] = compatible
+            flat = np.array(sorted(p for ps in by_cluster.values() for p in ps), dtype=np.int64)
+            known = compatible_pools[shape] = (by_cluster, flat)
+        item.pools, item.all_pools = known
         return item
 
     def demand_of(containers: list[Container], items: list[Item]) -> Demand:
