@@ -29,7 +29,8 @@ POOL_KINDS: list[tuple[str | None, int]] = [
     ("H100", 4),
     ("V6E", 4),
 ]
-NVIDIA = ["T4", "L4", "H100"]
+PACKING_KINDS: list[tuple[str | None, int]] = [("H100", 8), ("A100", 8), ("H100", 4)]
+NVIDIA = ["T4", "L4", "H100", "A100"]
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,13 @@ class Size:
     clusters: int = 2
     queues: int = 3
     running: int = 3
+    packing: bool = False  # GPU pools of 4-8 devices only, so every container asks for GPUs
 
 
 SMALL = Size()
+PACKING = Size(clusters=1, running=4, packing=True)
+"""Multi-GPU containers on partly used GPU nodes: where first-fit placement goes wrong and the
+exact check has to repack earlier admissions."""
 
 
 @dataclass
@@ -102,9 +107,12 @@ class _Generator:
             for p in range(rng.randint(1, 2)):
                 if budget == 0:
                     break
-                device, slots = (
-                    POOL_KINDS[0] if p == 0 and rng.random() < 0.5 else rng.choice(POOL_KINDS)
-                )
+                if self.size.packing:
+                    device, slots = rng.choice(PACKING_KINDS)
+                elif p == 0 and rng.random() < 0.5:
+                    device, slots = POOL_KINDS[0]
+                else:
+                    device, slots = rng.choice(POOL_KINDS)
                 full = rng.randint(1, min(2, budget))
                 budget -= full
                 nodes = rng.randint(0, full)
@@ -134,19 +142,20 @@ class _Generator:
 
     def _queues(self) -> None:
         rng = self.rng
+        often = 0.1 if self.size.packing else 0.4  # packing instances are about room, not caps
         for q in range(rng.randint(1, self.size.queues)):
             name = f"q{q}"
             settings: dict[str, Any] = {
                 "priority": rng.choice([0, 0, 1]),
                 "scheduling": rng.choice(["strict_fifo", "greedy_capacity"]),
             }
-            if rng.random() < 0.4:
+            if rng.random() < often:
                 settings["max_resources"] = {"cpu": str(rng.choice([4, 8, 12, 16]))}
-            if rng.random() < 0.25:
+            if rng.random() < often / 2:
                 settings.setdefault("max_resources", {})["memory"] = f"{rng.choice([16, 32, 64])}Gi"
-            if rng.random() < 0.4:
+            if rng.random() < often:
                 settings["max_gpus"] = rng.choice([0, 1, 2, 3, 4, 6, 8])
-            if rng.random() < 0.4:
+            if rng.random() < often:
                 kinds = rng.sample([*NVIDIA, "V6E"], rng.randint(1, 2))
                 settings["max_accelerators"] = {k: rng.choice([0, 1, 2, 3, 4, 6, 8]) for k in kinds}
             if rng.random() < 0.3:
@@ -255,6 +264,8 @@ class _Generator:
         }
         if pool.device is not None:
             count = rng.randint(1, pool.slots) + (1 if rng.random() < 0.04 else 0)
+            if self.size.packing:  # mostly part of a node, so several share one
+                count = min(count, rng.randint(1, pool.slots))
             untyped_ok = pool.device in NVIDIA and self.default_type in (None, pool.device)
             untyped = untyped_ok and rng.random() < 0.4
             request["gpu"] = count if untyped else f"{pool.device}:{count}"

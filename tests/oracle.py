@@ -100,17 +100,12 @@ class Verdict:
     take): the spec does not say whether they fail or wait."""
 
 
-EXACT = "exact"
-"""Reading of INFEASIBLE: whatever could not be placed even on an empty queue and empty
-clusters at full scale fails."""
-ENUMERATED = "enumerated"
-"""Reading of INFEASIBLE: only the issue's four checks (cap, accelerator, container size,
-total at full scale) fail an action; one that passes them but can never be placed waits."""
-
-
 class Oracle:
-    def __init__(self, snapshot: Snapshot, reading: str = EXACT) -> None:
-        self.reading = reading
+    """`waived`: actions that could never be placed but pass the enumerated checks, to be left
+    waiting in line instead of failed (the spec allows either; see Verdict.ambiguous)."""
+
+    def __init__(self, snapshot: Snapshot, waived: frozenset[str] = frozenset()) -> None:
+        self.waived = waived
         self.snap = snapshot
         self.default_type = snapshot.settings.default_gpu_type
         self.queues = {q.name: q for q in snapshot.queues}
@@ -220,7 +215,7 @@ class Oracle:
             enumerated = self.spec_infeasible(action, payload)
             if never != enumerated:
                 verdict.ambiguous.append(action.id)
-            if never if self.reading == EXACT else enumerated:
+            if enumerated or (never and action.id not in self.waived):
                 verdict.failed[action.id] = ErrorCode.INFEASIBLE
                 continue
             eligible.append(action)
@@ -411,8 +406,8 @@ class Oracle:
         return True
 
 
-def decide(snapshot: Snapshot, reading: str = EXACT) -> Verdict:
-    return Oracle(snapshot, reading).decide()
+def decide(snapshot: Snapshot, waived: frozenset[str] = frozenset()) -> Verdict:
+    return Oracle(snapshot, waived).decide()
 
 
 def global_order(snapshot: Snapshot) -> list[Action]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from checks import decisions, problems
-from generate import Size, random_snapshot
+from generate import PACKING, Size, random_snapshot
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -28,7 +28,7 @@ EXAMPLES = settings(
 @st.composite
 def snapshots(draw: st.DrawFn) -> Snapshot:
     rng: random.Random = draw(st.randoms(use_true_random=False))
-    snapshot = random_snapshot(rng, draw(st.sampled_from([Size(), LARGER])))
+    snapshot = random_snapshot(rng, draw(st.sampled_from([Size(), LARGER, PACKING])))
     note(dump_scenario(snapshot))
     return snapshot
 
