@@ -55,7 +55,7 @@ def decode(problem: QuotaProblem, decision: Decision, *, limit_hit: bool) -> Dec
             for c in admitted
         ],
         preempted=_preempted(problem, victims, admitted, position),
-        waiting=_waiting(problem, decision, usage, position, limit_hit=limit_hit),
+        waiting=_waiting(problem, decision, usage, _added(admitted), position, limit_hit=limit_hit),
         failed=[
             FailedJob(
                 job=job.id,
@@ -80,6 +80,13 @@ def _usage_after(
         if holds or job.id in admitted:
             usage[(job.job_queue, job.share, job.instance_type)] += job.count
     return usage
+
+
+def _added(admitted: list[Candidate]) -> dict[UsageKey, int]:
+    added: dict[UsageKey, int] = defaultdict(int)
+    for c in admitted:
+        added[(c.job.job_queue, c.job.share, c.job.instance_type)] += c.job.count
+    return added
 
 
 def _lines_after(
@@ -174,10 +181,7 @@ def _needs(problem: QuotaProblem, admitted: list[Candidate]) -> dict[str, int]:
     Free capacity (idle with every holder in place) goes to admissions in admission order;
     this only names beneficiaries, the model decided who runs and who stops.
     """
-    free = {
-        key: _idle(pool, {n: s.placed for n, s in pool.slots.items()})
-        for key, pool in problem.pools.items()
-    }
+    free = {key: _idle(pool, {}) for key, pool in problem.pools.items()}
     needs: dict[str, int] = {}
     for c in admitted:
         taken = min(free[c.pool], c.job.count)
@@ -199,6 +203,7 @@ def _waiting(
     problem: QuotaProblem,
     decision: Decision,
     usage: dict[UsageKey, int],
+    added: dict[UsageKey, int],
     position: dict[str, int],
     *,
     limit_hit: bool,
@@ -208,7 +213,7 @@ def _waiting(
         for job in line:
             if job.id in decision.admitted or job.id in problem.failures:
                 continue
-            reason, message = _wait_reason(problem, job, usage, limit_hit=limit_hit)
+            reason, message = _wait_reason(problem, job, usage, added, limit_hit=limit_hit)
             out.append(
                 WaitingJob(
                     job=job.id,
@@ -223,7 +228,12 @@ def _waiting(
 
 
 def _wait_reason(
-    problem: QuotaProblem, job: Job, usage: dict[UsageKey, int], *, limit_hit: bool
+    problem: QuotaProblem,
+    job: Job,
+    usage: dict[UsageKey, int],
+    admitted: dict[UsageKey, int],
+    *,
+    limit_hit: bool,
 ) -> tuple[JobWaitReason, str]:
     status = problem.statuses[job.job_queue]
     if not status.ready:
@@ -239,6 +249,7 @@ def _wait_reason(
     if limit_hit:
         return JobWaitReason.SOLVER_LIMIT, "the tick's time limit ran out before it was decided"
     held = _pool_usage(pool, usage)
+    added = _pool_usage(pool, admitted)
     slot = pool.slots[job.share]
     share, used, t = slot.share, held[job.share], pool.instance_type
     where = f"quota share {share.name}"
@@ -261,14 +272,14 @@ def _wait_reason(
             f" plus borrow limit ({slot.cap} in all)"
         )
     return JobWaitReason.NO_IDLE_CAPACITY, (
-        f"{where} would borrow {used + job.count - slot.limit} {t}; {_idle(pool, held)} {t}"
+        f"{where} would borrow {used + job.count - slot.limit} {t}; {_idle(pool, added)} {t}"
         " are idle and lendable with every running job in place (borrowing never preempts)"
     )
 
 
-def _idle(pool: Pool, held: dict[str, int]) -> int:
-    """Capacity new borrowing could use: idle with every holder of the tick's start in place."""
-    undisturbed = {n: max(u, pool.slots[n].placed) for n, u in held.items()}
+def _idle(pool: Pool, added: dict[str, int]) -> int:
+    """Idle lendable capacity with every holder of the tick's start in place plus `added`."""
+    undisturbed = {n: s.placed + added.get(n, 0) for n, s in pool.slots.items()}
     env_free = pool.maximum - sum(undisturbed.values())
     return max(0, min(env_free, pool.lendable - pool.sharing_load(undisturbed)))
 

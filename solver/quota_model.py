@@ -17,8 +17,8 @@ Constraints, per pool (see solver.quota_problem for L, R, P, cap, U):
             or by capacity no share is given, never by a RESERVE share's idle limit;
   borrow    a LEND_AND_BORROW share may end with more borrowed than it started with
             only if the pool would also be admissible with every holder still in
-            place (each share at max(u, R)): new borrowing uses idle capacity only,
-            never capacity freed by preempting someone;
+            place and every admission added (each share at R + its admissions): new
+            borrowing uses idle capacity only, never capacity freed by a preemption;
   in-share  a holder stops while its own share admits a job only if the share has
             in-share preemption on and every job it admits in that type has a higher
             priority; a holder reachable only through in-share preemption stops only
@@ -188,7 +188,12 @@ class QuotaModel:
     def _borrowing_takes_only_idle(
         self, key: tuple[str, str], pool: Pool, usage: dict[str, cp_model.LinearExprT]
     ) -> dict[str, cp_model.IntVar]:
-        """More borrowing only where it fits next to every holder; returns "borrows more"."""
+        """More borrowing only where it fits next to every holder; returns "borrows more".
+
+        The check is on holders plus admissions, not on the usage after preemptions: with
+        usage, a needless in-share swap (a job that fits its share's idle limit displacing a
+        lower one) would hand the share's idle instance to a borrower.
+        """
         more: dict[str, cp_model.IntVar] = {}
         for name, slot in pool.slots.items():
             if slot.share.strategy.borrows and self._new.get((*key, name)):
@@ -201,15 +206,13 @@ class QuotaModel:
         grows = self.model.new_bool_var("grows")
         for literal in more.values():
             self.model.add_implication(literal, grows)
-        undisturbed: dict[str, cp_model.LinearExprT] = {}
-        for name, slot in pool.slots.items():
-            new = self._new.get((*key, name), [])
-            if not new:
-                undisturbed[name] = slot.placed
-                continue
-            at_least = self.model.new_int_var(slot.placed, slot.placed + _sum(new), "undisturbed")
-            self.model.add(at_least >= usage[name])
-            undisturbed[name] = at_least
+        # Every holder of the tick's start still in place, and every admission added: the
+        # state new borrowing must fit in, so it never uses capacity a preemption freed.
+        undisturbed = {
+            name: slot.placed
+            + sum(c.job.count * self.admit[c.job.id] for c in self._new.get((*key, name), []))
+            for name, slot in pool.slots.items()
+        }
         self.model.add(sum(undisturbed.values()) <= pool.maximum).only_enforce_if(grows)
         load = self._sharing_load(pool, undisturbed)
         self.model.add(load <= pool.lendable).only_enforce_if(grows)

@@ -311,6 +311,34 @@ def test_in_share_preemption_frees_exactly_what_is_needed() -> None:
     }
 
 
+def test_a_job_that_fits_its_share_limit_displaces_nobody_to_let_another_share_borrow() -> None:
+    """Found by the random run: project-b's high job fits project-b's idle own limit, so its
+    lower job keeps running. Swapping them would have left project-b's idle instance to
+    project-a's borrowing job; borrowing must fit with every holder in place plus every
+    admission, so a2 waits and nothing is preempted."""
+    base = world(
+        [
+            share(A, "LEND_AND_BORROW", borrow_limit=100),
+            share(B, "LEND", {G5: 2}, in_share_preemption=True),
+            share("project-d", "LEND_AND_BORROW", {G5: 3}),
+        ],
+        {G5: 6},
+    )
+    result = base.add(
+        *(job(f"d{i}", "project-d", arrived=60, ran=60) for i in range(3)),
+        job("low", B, priority=0, arrived=50, ran=50),
+        job("a1", A, priority=1, arrived=20),
+        job("a2", A, priority=0, arrived=20),
+        job("high", B, priority=2, arrived=1),
+    ).tick()
+    assert summary(result) == {
+        "scheduled": ["a1", "high"],
+        "preempted": {},
+        "waiting": {"a2": "no_idle_capacity"},
+        "failed": [],
+    }
+
+
 def test_capacity_freed_in_share_is_not_handed_to_another_share() -> None:
     """In-share preemption of a 2-instance job for a 1-instance job leaves one instance idle this
     tick; project-a's borrowing job does not get it (borrowing never uses preempted capacity)."""
