@@ -96,8 +96,12 @@ class SnapshotBuilder:
         labels: dict[str, str] | None = None,
         nodes: int = 1,
         max_nodes: int | None = None,
+        resources: dict[str, str] | None = None,
     ) -> Self:
+        """`resources` are the other named resources one node offers (ephemeral-storage...)."""
         node: Json = {"cpu": cpu, "memory": memory}
+        if resources:
+            node["resources"] = dict(resources)
         if accelerator is not None:
             node |= {"accelerator": accelerator, "accelerators": accelerators}
         pool: Json = {"name": name, "node": node, "labels": dict(labels or {}), "nodes": nodes}

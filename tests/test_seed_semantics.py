@@ -117,6 +117,9 @@ EXPECTED: dict[str, Expected] = {
         {"any-1", "any-2", "h100-1", "h100-2"},
         {"any-3": "queue_cap:gpu", "h100-3": f"queue_cap:{H100}"},
     ),
+    "partition-cap": Expected(
+        {"slice-3", "whole-2"}, {"slice-2": "queue_cap:nvidia_gpu/nvidia-a100/1g.5gb"}
+    ),
     "org-default-gpu": Expected({"any-2", "h100-1"}, {"any-1": f"queue_cap:{T4}"}),
     "priority": Expected({"prod-1"}, {"batch-1": "lower_priority"}),
     "run-concurrency": Expected(
@@ -135,6 +138,14 @@ EXPECTED: dict[str, Expected] = {
     "untyped-is-nvidia": Expected({"tpu-job", "mixed-any-gpu"}, failed={"tpu-any-gpu": INFEASIBLE}),
     "warm-pool-running": Expected(
         {"embed-1", "embed-2"}, {"t4-task": f"queue_cap:{T4}", "embed-3": "action_concurrency"}
+    ),
+    "warm-pool-strict-stall": Expected(
+        set(),
+        {
+            "big-job": f"queue_cap:{T4}",
+            "embed-1": "blocked_behind_head",
+            "embed-2": "blocked_behind_head",
+        },
     ),
     "warm-pool-start": Expected(
         {"embed-1", "embed-2", "embed-3"}, {"t4-task": f"queue_cap:{T4}"}, {"big-1": INFEASIBLE}
@@ -249,6 +260,33 @@ def test_unnamed_device_types_are_unlimited() -> None:
     result = solve("t4-when-h100-capped")
     assert {"t4-work", "l4-work"} <= set(scheduled(result))
     assert waits(result)["more-h100"] == f"queue_cap:{H100}"
+
+
+def test_any_named_resource_can_be_capped() -> None:
+    # Issue 2: "max_resources (cpu, memory, any named resource; only the named ones are
+    # capped)". 80Gi of ephemeral storage run; 30Gi more would pass the 100Gi cap, 20Gi fits.
+    snap = (
+        SnapshotBuilder()
+        .queue("team", max_resources={"ephemeral-storage": "100Gi"})
+        .cluster("east")
+        .pool("disk", cpu="32", memory="128Gi", resources={"ephemeral-storage": "1Ti"}, nodes=1)
+        .running("r", queue="team", on=("east", "disk", 0), **{"ephemeral-storage": "80Gi"})
+        .queued("big", queue="team", **{"ephemeral-storage": "30Gi"})
+        .queued("small", queue="team", **{"ephemeral-storage": "20Gi"})
+        .build()
+    )
+    result = tick(snap, OPTIONS)
+    assert set(scheduled(result)) == {"small"}
+    assert waits(result) == {"big": "queue_cap:ephemeral-storage"}
+
+
+def test_partition_has_its_own_cap() -> None:
+    # "To cap one partition size of a device, add the partition: A100/1g.5gb=4." 3 slices run,
+    # 2 more would make 5; whole A100s are another type and uncapped.
+    result = solve("partition-cap")
+    assert waits(result) == {"slice-2": "queue_cap:nvidia_gpu/nvidia-a100/1g.5gb"}
+    assert [c.node_pool for c in scheduled(result)["slice-3"].containers] == ["mig"]
+    assert [c.node_pool for c in scheduled(result)["whole-2"].containers] == ["a100"]
 
 
 def test_caps_reserve_nothing() -> None:
@@ -521,6 +559,16 @@ def test_joining_a_running_pool_adds_nothing_but_counts_as_an_action() -> None:
     assert result.environments_started == []
     assert waits(result)["t4-task"] == f"queue_cap:{T4}"
     assert waits(result)["embed-3"] == "action_concurrency"
+
+
+def test_large_head_stalls_reusable_environments_on_strict_fifo() -> None:
+    # "On a strict FIFO queue with little free capacity, one large job at the head of the line
+    # stalls every reusable environment on the queue." Joining the running pool would add
+    # nothing, yet the strict line holds embed-1 and embed-2 behind big-job.
+    result = solve("warm-pool-strict-stall")
+    assert result.scheduled == []
+    assert result.queues["mixed-line"].head_action == "big-job"
+    assert result.queues["mixed-line"].blocked_behind_head == 2
 
 
 def test_warm_pool_that_does_not_fit_now_waits() -> None:
