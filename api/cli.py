@@ -23,6 +23,7 @@ import yaml
 
 from api.client import DEFAULT_URL, Action, Fleet, Queue, SluiceClient
 from api.render import action_detail, queue_detail, queue_table, tick_summary
+from api.whatif_cli import snapshot, whatif
 from bench.cli import bench
 from models.errors import AlreadyExists, InvalidInput, SluiceError
 
@@ -590,3 +591,5 @@ def solve(path: Path, as_json: bool, time_limit: float) -> None:
 
 # -- commands from other modules: one `main.add_command(...)` line each ------------------------
 main.add_command(bench)
+main.add_command(whatif)
+main.add_command(snapshot)

@@ -600,19 +600,23 @@ def snapshot_from_tables(tables: Mapping[str, pa.Table], source: str = "snapshot
         if name not in tables:
             _table_error(source, name, "is missing")
     checked = _Checked({name: _conform(source, name, tables[name]) for name in SNAPSHOT_TABLES})
+    return _build(checked)
+
+
+def _build(checked: _Checked) -> Snapshot:
     # Building creates a few objects per row and no reference cycles; the cyclic collector
-    # would scan the growing heap again and again (it doubled the load time of 100,000
+    # would scan the growing heap again and again (it doubles the build time of 100,000
     # actions), so it pauses until the snapshot is built.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _build(checked)
+        return _models(checked)
     finally:
         if collecting:
             gc.enable()
 
 
-def _build(checked: _Checked) -> Snapshot:
+def _models(checked: _Checked) -> Snapshot:
     queues = _queues(checked.queues)
     if DEFAULT_QUEUE not in {queue.name for queue in queues}:
         queues.append(Queue(name=DEFAULT_QUEUE))  # as Snapshot's own validator does

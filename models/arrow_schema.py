@@ -260,9 +260,9 @@ ACTION_CHANGES = _result_table(
     "action_changes",  # actions whose outcome differs between baseline and variant
     _required("action", pa.string()),
     _required("queue", pa.string()),
-    _required("before", pa.string()),  # scheduled | waiting | failed | absent
+    _required("before", pa.string()),  # running | scheduled | waiting | failed | absent
     _required("after", pa.string()),
-    _optional("before_detail", pa.string()),  # wait reason or failure code
+    _optional("before_detail", pa.string()),  # cluster, wait reason or failure code
     _optional("after_detail", pa.string()),
 )
 
@@ -295,20 +295,19 @@ COMPARISON_TABLES: dict[str, pa.Schema] = {
 }
 
 SWEEP = _result_table(
-    "sweep",  # one row per variant of a sweep, counted against the baseline
-    _required("variant", pa.string()),
+    "sweep",  # one row for the baseline, then one per variant, counted against the baseline
+    _required("variant", pa.string()),  # `baseline` for the unchanged snapshot
     _required("changes", pa.string()),  # the variant's changes, `; `-separated
-    _optional("error", pa.string()),  # null: solved; else why the variant could not be solved
-    _optional("status", pa.string()),  # models.result.SolverStatus
-    _optional("scheduled", pa.int64()),
-    _optional("waiting", pa.int64()),
-    _optional("failed", pa.int64()),
-    _optional("newly_scheduled", pa.int64()),
-    _optional("newly_waiting", pa.int64()),
-    _optional("newly_failed", pa.int64()),
-    _optional("heads_blocked", pa.int64()),
-    _optional("heads_unblocked", pa.int64()),
-    _optional("solve_s", pa.float64()),
+    _required("status", pa.string()),  # models.result.SolverStatus
+    _required("scheduled", pa.int64()),
+    _required("waiting", pa.int64()),
+    _required("failed", pa.int64()),
+    _required("newly_scheduled", pa.int64()),
+    _required("newly_waiting", pa.int64()),
+    _required("newly_failed", pa.int64()),
+    _required("heads_blocked", pa.int64()),
+    _required("heads_unblocked", pa.int64()),
+    _required("solve_s", pa.float64()),
 )
 
 SWEEP_USAGE = _result_table(
