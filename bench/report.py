@@ -30,6 +30,17 @@ def _worker(args: list[str], timeout_s: float) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
+def _revision() -> str:
+    """The commit measured, marked dirty when the engine's files differ from it."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (" (solver/ modified)" if git("status", "--porcelain", "solver") else "")
+
+
 def run_scenario(
     name: str, ticks: int, time_limit_s: float, profile: bool, timeout_s: float
 ) -> dict[str, Any]:
@@ -70,6 +81,7 @@ def run(
         json.dumps(
             {
                 "when": datetime.now(UTC).isoformat(timespec="seconds"),
+                "revision": _revision(),
                 "python": platform.python_version(),
                 "machine": platform.machine(),
                 "scenarios": reports,
