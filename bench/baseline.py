@@ -76,6 +76,9 @@ def first_fit(snapshot: Snapshot) -> BaselinePlan:
     stopped: set[str] = set()  # strict_fifo queues whose head did not fit
     seen: dict[str, int] = {}  # waiting actions met per queue, for the depth limit
     feasible: dict[tuple[str, tuple[Need, ...]], bool] = {}
+    # Room only shrinks and charges only grow during the pass, so a unit that found no
+    # place stays without one for the rest of it (per queue: routing and device caps differ).
+    unplaceable: set[tuple[str, tuple[Need, ...]]] = set()
     routes = {
         q.name: tuple(q.clusters) if q.clusters is not None else tuple(fleet.clusters)
         for q in snapshot.queues
@@ -113,8 +116,11 @@ def first_fit(snapshot: Snapshot) -> BaselinePlan:
             continue
         cluster, spots = None, []
         if needs:
-            placed = fleet.place(needs, clusters, ledger.device_ok, PoolRoom.first_node)
+            placed = None
+            if key not in unplaceable:
+                placed = fleet.place(needs, clusters, ledger.device_ok, PoolRoom.first_node)
             if placed is None:
+                unplaceable.add(key)
                 if queue.scheduling is Scheduling.STRICT_FIFO:
                     stopped.add(action.queue)
                 continue
