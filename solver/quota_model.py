@@ -33,8 +33,11 @@ Objectives, solved in stages; each stage's optimum is fixed before the next:
      b. keep holders lexicographically in protection order: higher priority first,
         then more work done (instance-seconds held), then earlier arrival; so the
         victims are the lowest priority, and among equals the least work lost.
-A lexicographic stage over n literals runs in blocks of LEX_BLOCK with weights 2^k
-(CP-SAT overflows past 62 terms), each block fixed before the next.
+A lexicographic stage runs in blocks with weights 2^k, each block fixed before the next
+(see OBJECTIVE_BITS for the size). Pools share no variable, so one solve takes the next
+block of every pool: the sum of independent lexicographic objectives is maximised exactly
+by maximising each. Before a block is formed, a job a necessary bound already refuses (its
+share's cap or the environment is full with what is fixed) is fixed out without a solve.
 """
 
 from __future__ import annotations
@@ -43,14 +46,19 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ortools.sat.python import cp_model
 
 from models.errors import InternalError
 from solver.quota_problem import Candidate, Holder, Pool, QuotaProblem, Slot
 
-LEX_BLOCK = 60
+# A lexicographic solve's objective stays below 2^OBJECTIVE_BITS, where a double still tells
+# every integer apart: CP-SAT checks bounds and gaps in floating point, and with 60-literal
+# blocks (objective near 2^60) it declared OPTIMAL a solution a lower-ranked job had bettered.
+OBJECTIVE_BITS = 50
 SlotKey = tuple[str, str, str]  # (job queue, instance type, share)
+T = TypeVar("T", Candidate, Holder)
 
 
 @dataclass
@@ -74,7 +82,6 @@ class Decision:
     kept: set[str]  # eligible holders that keep their instances
     solves: int = 0
     variables: int = 0
-    solved: bool = True  # False: no solution was found in time; nothing moved
 
 
 class QuotaModel:
@@ -241,18 +248,27 @@ class QuotaModel:
     def decide(self, budget: Budget) -> Decision:
         stages = _Stages(self, budget)
         order = self.problem.candidates  # already in admission order
-        stages.lexicographic([self.own[c.job.id] for c in order], stages.fix_own)
+        stages.admissions(order, on_own_capacity=True)
         borrowing = [
-            self.admit[c.job.id]
+            c
             for c in order
-            if self.own[c.job.id] is not self.admit[c.job.id] and not stages.is_set(c.job.id)
+            if self.own[c.job.id] is not self.admit[c.job.id] and c.job.id not in stages.admitted
         ]
-        stages.lexicographic(borrowing, stages.fix)
+        stages.admissions(borrowing, on_own_capacity=False)
         eligible = [h for h in self.problem.holders if h.eligible]
         stages.fewest_preempted_instances(eligible)
-        protection = sorted(eligible, key=self.problem.protection)
-        stages.lexicographic([self.keep[h.job.id] for h in protection], stages.fix)
+        protection: dict[tuple[str, str], list[Holder]] = defaultdict(list)
+        for h in sorted(eligible, key=self.problem.protection):
+            protection[h.pool].append(h)
+        stages.lexicographic(protection, lambda h: self.keep[h.job.id], stages.settle_keep)
         return stages.decision()
+
+    def slot_of(self, c: Candidate) -> tuple[Pool, SlotKey]:
+        return self.problem.pools[c.pool], (*c.pool, c.job.share)
+
+    def fixed_holding(self, key: SlotKey) -> int:
+        """Instances of holders no rule can reach: they stay whatever the model decides."""
+        return sum(h.job.count for h in self._held.get(key, []) if not h.eligible)
 
 
 class _Stages:
@@ -272,17 +288,11 @@ class _Stages:
         self.solved = False
         self.solves = 0
         self.stopped = False
+        self.admitted: set[str] = set()  # candidates whose admission is fixed
+        self._admitted_in: dict[SlotKey, int] = defaultdict(int)  # their instances per slot
 
     def value(self, var: cp_model.IntVar) -> int:
         return self.values[var.index]
-
-    def is_set(self, job: str) -> bool:
-        """Whether stage 1 already admitted `job` on its share's own capacity."""
-        return (
-            self.solved
-            and self.value(self.owner.admit[job]) == 1
-            and (self.value(self.owner.own[job]) == 1)
-        )
 
     def _solve(self, objective: cp_model.LinearExprT, maximize: bool) -> bool:
         if self.stopped:
@@ -318,32 +328,98 @@ class _Stages:
         self.solved = True
         return True
 
-    def fix(self, block: list[cp_model.IntVar]) -> None:
-        for var in block:
-            self.model.add(var == self.value(var))
-
-    def fix_own(self, block: list[cp_model.IntVar]) -> None:
-        """Stage 1's fix: admitted stays admitted; a borrower's refusal stays open for stage 2."""
-        for own in block:
-            admit = self.owner._admit_of.get(own.index, own)
-            if self.value(own):
-                self.model.add(admit == 1)
-            elif admit is own:
-                self.model.add(admit == 0)
+    def settle_keep(self, h: Holder) -> None:
+        keep = self.owner.keep[h.job.id]
+        self.model.add(keep == self.value(keep))
 
     def lexicographic(
-        self, literals: list[cp_model.IntVar], fix: Callable[[list[cp_model.IntVar]], None]
+        self,
+        lines: dict[tuple[str, str], list[T]],
+        literal: Callable[[T], cp_model.IntVar],
+        settle: Callable[[T], None],
+        refused: Callable[[T], bool] | None = None,
     ) -> None:
-        """Each literal as high as it can be, given every literal before it."""
-        for start in range(0, len(literals), LEX_BLOCK):
-            block = literals[start : start + LEX_BLOCK]
-            if self.solved and all(self.value(lit) for lit in block):
-                fix(block)  # already at the block's maximum
-                continue
-            weights = [1 << (len(block) - 1 - i) for i in range(len(block))]
-            if not self._solve(sum(w * lit for w, lit in zip(weights, block, strict=True)), True):
+        """Each item's literal as high as it can be, given every item before it in its pool."""
+        size = OBJECTIVE_BITS - max(1, len(lines)).bit_length()  # all pools' blocks together
+        pending = {pool: iter(items) for pool, items in lines.items()}
+        while not self.stopped:
+            blocks: list[list[T]] = []
+            for items in pending.values():
+                block: list[T] = []
+                for item in items:
+                    if refused is not None and refused(item):
+                        self.model.add(literal(item) == 0)
+                        self.values[literal(item).index] = 0
+                        continue
+                    block.append(item)
+                    if len(block) == size:
+                        break
+                if block:
+                    blocks.append(block)
+            if not blocks:
                 return
-            fix(block)
+            in_doubt = [
+                b for b in blocks if not (self.solved and all(self.value(literal(i)) for i in b))
+            ]
+            objective = sum(
+                (1 << (len(b) - 1 - k)) * literal(item)
+                for b in in_doubt
+                for k, item in enumerate(b)
+            )
+            if in_doubt and not self._solve(objective, True):
+                return
+            for block in blocks:
+                for item in block:
+                    settle(item)
+
+    def admissions(self, order: list[Candidate], *, on_own_capacity: bool) -> None:
+        """Stage 1 (own capacity) or 2 (borrowing): admit lexicographically in `order`."""
+        literals = self.owner.own if on_own_capacity else self.owner.admit
+        lines: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
+        for c in order:
+            lines[c.pool].append(c)
+        self.lexicographic(
+            lines,
+            lambda c: literals[c.job.id],
+            lambda c: self._settle(c, literals[c.job.id]),
+            lambda c: self._refused(c, on_own_capacity),
+        )
+
+    def _settle(self, c: Candidate, literal: cp_model.IntVar) -> None:
+        """Fix one decided admission; after stage 1 a borrower's refusal stays open."""
+        admit = self.owner.admit[c.job.id]
+        if self.value(literal):
+            self.model.add(admit == 1)
+            self.admitted.add(c.job.id)
+            _, key = self.owner.slot_of(c)
+            self._admitted_in[key] += c.job.count
+        elif literal is admit:
+            self.model.add(admit == 0)
+        else:
+            self.model.add(literal == 0)
+
+    def _refused(self, c: Candidate, on_own_capacity: bool) -> bool:
+        """A necessary condition for admitting `c` fails, given the admissions fixed so far."""
+        pool, _ = self.owner.slot_of(c)
+        slot = pool.slots[c.job.share]
+        surely = {
+            name: self.owner.fixed_holding((*c.pool, name)) + self._admitted_in[(*c.pool, name)]
+            for name in pool.slots
+        }
+        room = slot.cap
+        if on_own_capacity and slot.share.strategy.borrows:
+            room = min(room, slot.limit + slot.borrowed_before)  # own: borrowing does not grow
+        if surely[c.job.share] + c.job.count > room:
+            return True
+        surely[c.job.share] += c.job.count
+        charged = sum(max(pool.slots[n].protected, u) for n, u in surely.items())
+        if charged > pool.maximum:
+            return True
+        if on_own_capacity:
+            return False
+        # Stage 2 admits only by borrowing more, which must fit next to every holder.
+        undisturbed = sum(s.placed + self._admitted_in[(*c.pool, n)] for n, s in pool.slots.items())
+        return undisturbed + c.job.count > pool.maximum
 
     def fewest_preempted_instances(self, holders: list[Holder]) -> None:
         keeps = [(h.job.count, self.owner.keep[h.job.id]) for h in holders]
@@ -356,7 +432,7 @@ class _Stages:
     def decision(self) -> Decision:
         admitted = {j for j, var in self.owner.admit.items() if self.value(var)}
         kept = {j for j, var in self.owner.keep.items() if self.value(var)}
-        return Decision(admitted, kept, self.solves, self.owner.num_variables, self.solved)
+        return Decision(admitted, kept, self.solves, self.owner.num_variables)
 
 
 def _sum(new: list[Candidate]) -> int:
