@@ -6,7 +6,12 @@ so a failing example shrinks and prints as a scenario file.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 from checks import decisions, problems
 from generate import PACKING, Size, random_snapshot
@@ -92,3 +97,36 @@ def test_the_same_snapshot_gives_the_same_result(snapshot: Snapshot) -> None:
     # "Deterministic: the same snapshot always gives the same result (fixed solver seed, stable
     # tie-breaks), so ticks do not flap."
     assert decisions(solved(snapshot)) == decisions(solved(snapshot))
+
+
+_DECIDE_IN_CHILD = """
+import json, random, sys
+from checks import decisions
+from generate import PACKING, SMALL, random_snapshot
+from models.scenario import load_scenario
+from solver import TickOptions, tick
+fixtures = sorted(sys.argv[1:])
+out = {path: decisions(tick(load_scenario(path), TickOptions())) for path in fixtures}
+for seed in range(60):
+    for name, size in (("small", SMALL), ("packing", PACKING)):
+        snapshot = random_snapshot(random.Random(seed), size)
+        out[f"{name}-{seed}"] = decisions(tick(snapshot, TickOptions()))
+print(json.dumps(out, sort_keys=True, default=str))
+"""
+
+
+def test_result_does_not_depend_on_the_hash_seed() -> None:
+    # "so ticks do not flap": a restarted service (a new process, new string hashing) must
+    # decide the same snapshot the same way, so no decision may follow set or dict-of-set order.
+    root = Path(__file__).resolve().parent.parent
+    fixtures = [str(p) for p in sorted((root / "fixtures" / "seeds").glob("*.yaml"))]
+    outputs = []
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(root / "tests")}
+        child = subprocess.run(
+            [sys.executable, "-c", _DECIDE_IN_CHILD, *fixtures],
+            cwd=root, env=env, capture_output=True, text=True, check=True, timeout=300,
+        )  # fmt: skip
+        outputs.append(json.loads(child.stdout))
+    differ = sorted(key for key in outputs[0] if outputs[0][key] != outputs[1][key])
+    assert differ == []
