@@ -91,16 +91,19 @@ class QuotaModel:
         self.admit: dict[str, cp_model.IntVar] = {}
         self.keep: dict[str, cp_model.IntVar] = {}
         self.own: dict[str, cp_model.IntVar] = {}  # candidate -> "admitted on own capacity"
-        self._admit_of: dict[int, cp_model.IntVar] = {}  # a borrower's own literal -> its admit
         self._new: dict[SlotKey, list[Candidate]] = defaultdict(list)
         self._held: dict[SlotKey, list[Holder]] = defaultdict(list)
         for c in problem.candidates:
             self._new[(*c.pool, c.job.share)].append(c)
             self.admit[c.job.id] = self.model.new_bool_var(f"admit[{c.job.id}]")
+        # Instances of holders no rule can reach: they stay whatever the model decides.
+        self.fixed_holding: dict[SlotKey, int] = defaultdict(int)
         for h in problem.holders:
             self._held[(*h.pool, h.job.share)].append(h)
             if h.eligible:
                 self.keep[h.job.id] = self.model.new_bool_var(f"keep[{h.job.id}]")
+            else:
+                self.fixed_holding[(*h.pool, h.job.share)] += h.job.count
         for key, pool in problem.pools.items():
             self._pool(key, pool)
 
@@ -121,7 +124,7 @@ class QuotaModel:
 
     def _usage(self, held: list[Holder], new: list[Candidate]) -> cp_model.LinearExprT:
         """Instances a share holds after the tick in one pool."""
-        fixed = sum(h.job.count for h in held if not h.eligible)
+        fixed = sum(h.job.count for h in held if not h.eligible)  # = fixed_holding of the slot
         kept = [h.job.count * self.keep[h.job.id] for h in held if h.eligible]
         admitted = [c.job.count * self.admit[c.job.id] for c in new]
         return fixed + sum(kept) + sum(admitted)
@@ -239,7 +242,6 @@ class QuotaModel:
                 self.model.add_implication(own, admit)
                 self.model.add_implication(own, more[name].Not())
                 self.own[c.job.id] = own
-                self._admit_of[own.index] = admit
 
     @property
     def num_variables(self) -> int:
@@ -265,10 +267,6 @@ class QuotaModel:
 
     def slot_of(self, c: Candidate) -> tuple[Pool, SlotKey]:
         return self.problem.pools[c.pool], (*c.pool, c.job.share)
-
-    def fixed_holding(self, key: SlotKey) -> int:
-        """Instances of holders no rule can reach: they stay whatever the model decides."""
-        return sum(h.job.count for h in self._held.get(key, []) if not h.eligible)
 
 
 class _Stages:
@@ -403,7 +401,7 @@ class _Stages:
         pool, _ = self.owner.slot_of(c)
         slot = pool.slots[c.job.share]
         surely = {
-            name: self.owner.fixed_holding((*c.pool, name)) + self._admitted_in[(*c.pool, name)]
+            name: self.owner.fixed_holding[(*c.pool, name)] + self._admitted_in[(*c.pool, name)]
             for name in pool.slots
         }
         room = slot.cap
