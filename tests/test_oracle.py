@@ -22,7 +22,7 @@ from checks import problems
 from generate import PACKING, SMALL, Size, random_snapshot
 from oracle import Oracle, Verdict, decide
 
-from models.result import TickResult
+from models.result import SolverStatus, TickResult
 from models.scenario import dump_scenario
 from models.snapshot import ActionState, Snapshot
 from solver import TickOptions, tick
@@ -140,3 +140,23 @@ def test_engine_results_are_sound_on_random_small_snapshots() -> None:
     broken = [(run, found) for run in compared if (found := problems(run.snapshot, run.result))]
     shown = "\n\n".join(run.show("; ".join(found)) for run, found in broken[:SHOWN])
     assert not broken, f"{len(broken)} of {len(compared)} results are unsound:\n\n{shown}"
+
+
+def test_a_tiny_time_limit_gives_a_sound_result_and_says_so() -> None:
+    # Issue 2: "Give the solver a time limit and a hint, and never return a worse answer than a
+    # simple first-fit pass would; say in the result when the limit was hit." With 1 ms of
+    # solver time: every result stays sound; one that did not hit the limit is still exact,
+    # and one that did says so in its status.
+    limited = 0
+    for seed in range(300):
+        snapshot = random_snapshot(random.Random(seed), PACKING)
+        if typed_and_untyped_share_a_capped_type(snapshot):
+            continue
+        result = tick(snapshot, TickOptions(time_limit_s=0.001))
+        assert problems(snapshot, result) == [], seed
+        if result.solver.limit_hit:
+            limited += 1
+            assert result.solver.status is SolverStatus.LIMIT_REACHED, seed
+        else:
+            assert Outcome.of_result(result) in expected_outcomes(snapshot), seed
+    print(f"{limited} of 300 packing ticks hit the 1 ms limit")
