@@ -143,9 +143,11 @@ def main(pending: int, running: int, repeat: int, solve: bool, time_limit: float
 
 def _solve(snapshot: Snapshot, time_limit: float, out: Path) -> None:
     from solver import TickOptions, tick
+    from solver.whatif import Comparison, Solved, apply_changes, outcomes
 
+    options = TickOptions(time_limit_s=time_limit)
     click.echo("solve and write:")
-    wall, cpu, result = _best(lambda: tick(snapshot, TickOptions(time_limit_s=time_limit)), 1)
+    wall, cpu, result = _best(lambda: tick(snapshot, options), 1)
     _line("tick", wall, cpu)
     info = result.solver
     click.echo(
@@ -156,8 +158,21 @@ def _solve(snapshot: Snapshot, time_limit: float, out: Path) -> None:
     )
     wall, cpu, tables = _best(lambda: result_tables(result), 1)
     _line("result tables", wall, cpu)
-    wall, cpu, _ = _best(lambda: write_tables(tables, out), 1)
+    wall, cpu, _ = _best(lambda: write_tables(tables, out / "baseline"), 1)
     _line("write result tables (Arrow IPC)", wall, cpu)
+
+    click.echo("one what-if (queue.research.max_accelerators.H100=64):")
+    change = ["queue.research.max_accelerators.H100=64"]
+    wall, cpu, variant = _best(lambda: apply_changes(snapshot, change), 1)
+    _line("apply the change (a checked copy)", wall, cpu)
+    wall, cpu, solved = _best(lambda: Solved.of(variant, options), 1)
+    _line("tick and result tables of the variant", wall, cpu)
+    baseline = Solved(tables, outcomes(snapshot, tables))
+    wall, cpu, comparison = _best(lambda: Comparison.of(change, baseline, solved), 1)
+    _line("compare (column-wise joins)", wall, cpu)
+    wall, cpu, _ = _best(lambda: comparison.write(out / "whatif"), 1)
+    _line("write both results, the changes and summary", wall, cpu)
+    click.echo("  " + "\n  ".join(comparison.summary(listed=0).splitlines()[:4]))
 
 
 if __name__ == "__main__":

@@ -174,15 +174,15 @@ def _empty(source: str, name: str) -> _Table:
 
 
 def _cast(table: _Table, field: pa.Field, array: pa.Array) -> pa.Array:
-    resource = QUANTITY_COLUMNS.get((table.name, field.name), "")
+    key = (table.name, field.name)
     if pa.types.is_map(field.type):
-        array = _cast_map(table, field, array, resource)
-    elif resource:
-        array = _quantities(table, field.name, array, resource)
-    elif array.type != field.type:
+        return _cast_map(table, field, array, amounts=key in QUANTITY_COLUMNS)
+    if key in QUANTITY_COLUMNS:
+        return _quantities(table, field.name, array, str(QUANTITY_COLUMNS[key]))
+    if array.type != field.type:
         # Only unit and string-width changes remain; a timestamp without a zone is UTC.
         array = array.cast(field.type, safe=False)
-    if (table.name, field.name) in DEVICE_COLUMNS and not pa.types.is_map(field.type):
+    if key in DEVICE_COLUMNS:
         array = _devices(table, field.name, array)
     return array
 
@@ -238,8 +238,11 @@ def _map_parts(array: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
     )
 
 
-def _cast_map(table: _Table, field: pa.Field, array: pa.Array, resource: str | None) -> pa.Array:
-    """Keys trimmed (resources lower-cased, devices canonical), items to the schema's type."""
+def _cast_map(table: _Table, field: pa.Field, array: pa.Array, amounts: bool) -> pa.Array:
+    """Keys trimmed (resources lower-cased, devices canonical), items to the schema's type.
+
+    `amounts`: a map of resource to quantity, whose items may be Kubernetes spellings.
+    """
     if pa.types.is_null(array.type):
         return array.cast(field.type)
     offsets, keys, items = _map_parts(array)
@@ -255,9 +258,9 @@ def _cast_map(table: _Table, field: pa.Field, array: pa.Array, resource: str | N
     entry_check(pc.equal(pc.utf8_length(keys), 0), lambda _: "has an empty key")
     if (table.name, column) in DEVICE_COLUMNS:
         keys = _devices(table, column, keys, rows)
-    elif resource is None:  # a resource map: names as the models spell them
+    elif amounts:  # resource names as the models spell them
         keys = pc.utf8_lower(keys)
-    if resource is None and _is_text(items.type):
+    if amounts and _is_text(items.type):
         pairs = pc.binary_join_element_wise(keys, items.cast(pa.string()), _SEP)
         items = _parsed(table, column, pairs, _parse_pair, rows=rows)
     else:
