@@ -41,6 +41,7 @@ from models.result import TickResult
 from models.snapshot import (
     DEFAULT_QUEUE,
     Action,
+    ActionState,
     Cluster,
     ContainerPlacement,
     Environment,
@@ -107,6 +108,11 @@ class ActionRecord:
     scheduled_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
+
+    @classmethod
+    def submitted(cls, action: Action) -> ActionRecord:
+        """The record of an action just submitted."""
+        return cls(action, Phase.QUEUED, None, None, None, None, None, None)
 
 
 @dataclass(frozen=True)
@@ -239,6 +245,72 @@ def _environment_body(environment: Environment) -> str:
     return environment.model_dump_json(exclude={"running", "placement"})
 
 
+class _ActionCache:
+    """Validated actions by id, so a tick does not parse thousands of JSON bodies again.
+
+    An action's body never changes after submission, and its placement never
+    changes once set, so both parsed forms stay valid for the action's life.
+    The solver receives these shared objects and must not mutate them.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._generation = 0  # advanced by each snapshot read
+        self._submitted: dict[str, tuple[Action, int]] = {}
+        self._placed: dict[str, Action] = {}  # the running form, with state and placement
+
+    def remember(self, actions: list[Action]) -> None:
+        with self._lock:
+            for action in actions:
+                self._submitted[action.id] = (action, self._generation)
+
+    def start_read(self) -> int:
+        """Call before the snapshot's read transaction begins."""
+        with self._lock:
+            self._generation += 1
+            return self._generation
+
+    def missing(self, ids: list[str]) -> list[str]:
+        with self._lock:
+            return [action_id for action_id in ids if action_id not in self._submitted]
+
+    def live(
+        self, rows: list[tuple[str, str, str | None]], bodies: dict[str, str], generation: int
+    ) -> list[Action]:
+        """The snapshot's actions for rows of (id, phase, placement), in order.
+
+        Entries of actions that are no longer live are dropped, except those
+        remembered since the read began (submitted after its transaction started).
+        """
+        with self._lock:
+            for action_id, body in bodies.items():
+                self._submitted[action_id] = (Action.model_validate_json(body), generation)
+            actions: list[Action] = []
+            placed: dict[str, Action] = {}
+            for action_id, phase, placement in rows:
+                action = self._submitted[action_id][0]
+                if phase != Phase.QUEUED:
+                    # Scheduled and running actions both hold their charges.
+                    action = self._placed.get(action_id) or action.model_copy(
+                        update={
+                            "state": ActionState.RUNNING,
+                            "placement": Placement.model_validate_json(placement)
+                            if placement
+                            else None,
+                        }
+                    )
+                    placed[action_id] = action
+                actions.append(action)
+            live = {action_id for action_id, _, _ in rows}
+            self._submitted = {
+                action_id: entry
+                for action_id, entry in self._submitted.items()
+                if action_id in live or entry[1] >= generation
+            }
+            self._placed = placed
+            return actions
+
+
 @dataclass
 class _Ticket:
     """One caller's submission waiting for the next group commit."""
@@ -265,6 +337,7 @@ class SqliteStore:
         self._readers_lock = threading.Lock()
         self._pending: list[_Ticket] = []
         self._pending_lock = threading.Lock()
+        self._actions = _ActionCache()
         self._writer.execute("PRAGMA journal_mode=WAL")
         self._writer.executescript(_SCHEMA)
         with self._write() as conn:
@@ -636,6 +709,8 @@ class SqliteStore:
             for ticket in tickets:
                 ticket.error = ticket.error or failure
         for ticket in tickets:
+            if ticket.error is None:
+                self._actions.remember(ticket.actions)
             ticket.done = True
 
     @staticmethod
@@ -823,21 +898,31 @@ class SqliteStore:
 
     def read_snapshot(self, now: datetime) -> Snapshot:
         """Everything the tick needs, read in one transaction so it is consistent."""
+        generation = self._actions.start_read()
         with self._read() as conn:
             (settings,) = conn.execute("SELECT body FROM settings").fetchone()
             queue_rows = conn.execute(
-                "SELECT body, draining, head_blocked_since FROM queues ORDER BY name"
+                "SELECT body, head_blocked_since FROM queues ORDER BY name"
             ).fetchall()
             cluster_rows = conn.execute("SELECT body FROM clusters ORDER BY name").fetchall()
             environment_rows = conn.execute(
                 "SELECT body, running, placement FROM environments ORDER BY name"
             ).fetchall()
             action_rows = conn.execute(
-                f"SELECT body, phase, placement FROM actions WHERE phase IN {_LIVE_SQL}"
-                " ORDER BY seq"
+                f"SELECT id, phase, placement FROM actions WHERE phase IN {_LIVE_SQL} ORDER BY seq"
             ).fetchall()
+            missing = self._actions.missing([action_id for action_id, _, _ in action_rows])
+            bodies: dict[str, str] = {}
+            for start in range(0, len(missing), 500):
+                chunk = missing[start : start + 500]
+                bodies.update(
+                    conn.execute(
+                        f"SELECT id, body FROM actions WHERE id IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    ).fetchall()
+                )
         queues = []
-        for body, _draining, blocked in queue_rows:
+        for body, blocked in queue_rows:
             data = json.loads(body)
             data["head_blocked_since"] = blocked
             queues.append(data)
@@ -847,14 +932,6 @@ class SqliteStore:
             data["running"] = bool(running)
             data["placement"] = json.loads(placement) if placement else None
             environments.append(data)
-        actions = []
-        for body, phase, placement in action_rows:
-            data = json.loads(body)
-            if phase != Phase.QUEUED:
-                # Scheduled and running actions both hold their charges.
-                data["state"] = "running"
-                data["placement"] = json.loads(placement) if placement else None
-            actions.append(data)
         return Snapshot.model_validate(
             {
                 "now": now,
@@ -862,7 +939,7 @@ class SqliteStore:
                 "queues": queues,
                 "clusters": [json.loads(body) for (body,) in cluster_rows],
                 "environments": environments,
-                "actions": actions,
+                "actions": self._actions.live(action_rows, bodies, generation),
             }
         )
 

@@ -133,3 +133,6 @@ def test_snapshot_round_trips_through_the_solver(tmp_path: Path) -> None:
     assert [a.id for a in running] == ["a0", "a1"]
     second = tick(snapshot)
     assert second.scheduled == [] and second.queues["q"].in_flight_resources["cpu"] == "4"
+    # The parsed-action cache changes nothing: a fresh store reads the same snapshot.
+    store.close()
+    assert SqliteStore(tmp_path / "s.db").read_snapshot(NOW) == snapshot

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
 from api.schemas import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted, ExecutorReport
-from api.store import Phase
+from api.store import ActionRecord, Phase
 from api.views import action_view
 
 router = APIRouter(prefix="/actions", tags=["actions"])
@@ -26,7 +26,7 @@ def submit_action(
     who.require_queue(body.queue, "submit")
     action = body.to_action(datetime.now(UTC))
     store.submit([action])
-    return action_view(store.get_action(action.id), ticker)
+    return action_view(ActionRecord.submitted(action), ticker)
 
 
 @router.post("/batch", status_code=status.HTTP_201_CREATED)

@@ -1,0 +1,192 @@
+"""Load on a real `sluice serve`: durable submissions per second, and the tick time with
+10,000 actions queued.
+
+    .venv/bin/python -m bench.service_load [--seconds 10] [--concurrency 32] [--queued 10000]
+
+It starts its own server on a loopback port with a fresh SQLite file (WAL,
+synchronous=FULL), so every acknowledged submission has been fsynced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+SLUICE = str(Path(sys.executable).with_name("sluice"))
+
+FLEET = {
+    "name": "east",
+    "node_pools": [
+        {
+            "name": "h100",
+            "node": {"cpu": "96", "memory": "1Ti", "accelerator": "H100", "accelerators": 8},
+            "nodes": 8,
+            "max_nodes": 16,
+        },
+        {"name": "cpu", "node": {"cpu": "64", "memory": "256Gi"}, "nodes": 16, "max_nodes": 32},
+    ],
+}
+QUEUES = [
+    {"name": "research", "max_accelerators": {"H100": 48}, "max_resources": {"cpu": "512"}},
+    {"name": "inference-eval", "max_accelerators": {"H100": 16}, "max_resources": {"cpu": "128"}},
+    {"name": "gang", "max_accelerators": {"H100": 32}, "scheduling": "strict_fifo"},
+    {"name": "load"},
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(db: Path, period_s: float) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [SLUICE, "serve", "--db", str(db), "--port", str(port), "--period", str(period_s)],
+        stdout=subprocess.DEVNULL,
+        stderr=(db.parent / "server.log").open("wb"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit("server did not start")
+
+
+async def _submissions_per_second(url: str, seconds: float, concurrency: int) -> float:
+    """Single-action POSTs from `concurrency` concurrent callers for `seconds`."""
+    done = 0
+    stop_at = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+
+        async def caller() -> None:
+            nonlocal done
+            body = {"queue": "load", "containers": [{"resources": {"cpu": "1", "memory": "1Gi"}}]}
+            while time.perf_counter() < stop_at:
+                response = await client.post("/actions", json=body)
+                response.raise_for_status()
+                done += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(concurrency)))
+        return done / (time.perf_counter() - started)
+
+
+def _fill(url: str, count: int) -> None:
+    """`count` queued actions over the capped queues, most of which must wait."""
+    shapes = [
+        ("research", {"cpu": "4", "memory": "16Gi"}, "H100:1"),
+        ("research", {"cpu": "16", "memory": "128Gi"}, "H100:8"),
+        ("inference-eval", {"cpu": "8", "memory": "32Gi"}, "H100:2"),
+        ("gang", {"cpu": "48", "memory": "512Gi"}, "H100:8"),
+    ]
+    batch = []
+    for index in range(count):
+        queue, resources, gpu = shapes[index % len(shapes)]
+        batch.append(
+            {
+                "id": f"q-{index}",
+                "queue": queue,
+                "run": f"run-{index // 10}",
+                "containers": [{"resources": resources, "gpu": gpu}],
+            }
+        )
+        if len(batch) == 1000:
+            httpx.post(
+                f"{url}/actions/batch", json={"actions": batch}, timeout=120
+            ).raise_for_status()
+            batch = []
+    if batch:
+        httpx.post(f"{url}/actions/batch", json={"actions": batch}, timeout=120).raise_for_status()
+
+
+def _tick_figures(url: str) -> dict[str, float]:
+    text = httpx.get(f"{url}/metrics").text
+    figures = {"total": float(re.search(r"^sluice_tick_duration_seconds (\S+)$", text, re.M)[1])}
+    for phase, seconds in re.findall(
+        r'^sluice_tick_phase_seconds\{phase="(\w+)"\} (\S+)$', text, re.M
+    ):
+        figures[phase] = float(seconds)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--queued", type=int, default=10_000)
+    parser.add_argument("--period", type=float, default=2.0)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with _server(Path(tmp) / "load.db", args.period) as url:
+            rate = asyncio.run(_submissions_per_second(url, args.seconds, args.concurrency))
+        print(
+            f"durable submissions: {rate:,.0f}/s sustained over {args.seconds:g} s"
+            f" ({args.concurrency} concurrent callers, one action per POST, ticks running,"
+            f" SQLite WAL + synchronous=FULL, {os.cpu_count()} cores shared with the load)"
+        )
+        with _server(Path(tmp) / "tick.db", args.period) as url:
+            started = time.perf_counter()
+            _fill(url, args.queued)
+            filled = time.perf_counter() - started
+            print(f"batch submissions: {args.queued / filled:,.0f}/s (batches of 1,000)")
+            samples = _next_ticks(url, 5)
+            waiting = sum(q["waiting"] for q in httpx.get(f"{url}/queues").json())
+        steady = samples[1:]  # the first may still be deciding the fill itself
+        mean = {key: sum(s[key] for s in steady) / len(steady) for key in steady[0]}
+        phases = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in mean.items() if k != "total")
+        print(
+            f"tick with {waiting:,} of {args.queued:,} actions still waiting:"
+            f" {mean['total'] * 1000:.0f} ms ({phases}), mean of {len(steady)} ticks"
+        )
+
+
+def _next_ticks(url: str, count: int) -> list[dict[str, float]]:
+    """The figures of the next `count` ticks."""
+    ticks = httpx.get(f"{url}/healthz").json()["ticks"]
+    samples = []
+    while len(samples) < count:
+        now = httpx.get(f"{url}/healthz").json()["ticks"]
+        if now > ticks:
+            ticks = now
+            samples.append(_tick_figures(url))
+        time.sleep(0.05)
+    return samples
+
+
+@contextmanager
+def _server(db: Path, period_s: float) -> Iterator[str]:
+    """A fresh server with the bench fleet and queues."""
+    process, url = _start(db, period_s)
+    try:
+        httpx.put(f"{url}/clusters/east", json=FLEET).raise_for_status()
+        for queue in QUEUES:
+            httpx.post(f"{url}/queues", json=queue).raise_for_status()
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
