@@ -35,6 +35,10 @@ EXACT_NEIGHBOURHOOD_UNITS = 60
 # Deterministic seconds for one local check: a local refusal is unproven anyway, so a check
 # that cannot find room quickly is not worth the tick's time.
 LOCAL_CHECK_LIMIT_S = 0.02
+# A model with more (container, node) choices than this takes longer to build than a tick
+# should spend on one action; such a check is skipped and the refusal stays unproven.
+MAX_MODEL_SPOTS = 40_000
+BUILD_SECONDS_PER_VARIABLE = 2e-5  # measured: about 20 µs per variable through the Python API
 
 
 WALL_SAFETY = 3.0
@@ -64,6 +68,7 @@ class DecideStats:
     model_solves: int = 0
     largest_model_variables: int = 0
     unproven_refusals: int = 0
+    skipped_checks: int = 0
 
 
 class Decider:
@@ -183,10 +188,9 @@ class Decider:
         items = ledger.items_to_place(action)
         refusal = ledger.refusal(action)
         clusters = ledger.candidate_clusters(items, action.queue)
-        if not self._may_fit(items, clusters):
+        if not ledger.fleet_may_hold(items) or not self._may_fit(items, clusters):
             return None, refusal or NO_ROOM
-        units = ledger.units()
-        if len(units) <= EXACT_NEIGHBOURHOOD_UNITS:
+        if len(ledger.admitted) + len(ledger.env_started) <= EXACT_NEIGHBOURHOOD_UNITS:
             scopes: list[Scope | None] = [None]
         else:
             scopes = [
@@ -194,16 +198,18 @@ class Decider:
                 for c in clusters
                 if (scope := self._local_scope(ledger, items, c)) is not None
             ]
+        proven = scopes == [None]
         for scope in scopes:
-            solution = self._solve_in(ledger, action, items, units, scope)
+            solution, complete = self._solve_in(ledger, action, items, scope)
             if solution is not None:
                 return solution, refusal  # type: ignore[return-value]
+            proven = proven and complete
             if self.budget.limit_hit:
                 return None, Refusal(
                     WaitReason.SOLVER_LIMIT,
                     "the tick's time limit ran out before room for it could be proven",
                 )
-        if scopes != [None]:
+        if not proven:
             self.stats.unproven_refusals += 1
         return None, refusal or NO_ROOM
 
@@ -223,18 +229,20 @@ class Decider:
         ledger: Plan,
         action: ActionInfo,
         items: list[Item],
-        units: dict[UnitKey, tuple[int, list[Item], Placement]],
         scope: Scope | None,
-    ) -> Plan | None:
-        """One model: the action plus the decided units that may move within `scope`."""
+    ) -> tuple[Plan | None, bool]:
+        """One model: the action plus the decided units that may move within `scope`.
+
+        Returns the new ledger when the action fits, and whether a "no" is a proof.
+        """
         if scope is None:
+            units = ledger.units()
             movable = set(units)
         else:
+            keys = {key for p in scope.pools for key in ledger.pool_units.get(p, ())}
+            units = {key: ledger.unit(key) for key in keys}
             movable = {
-                key
-                for p in scope.pools
-                for key in ledger.pool_units.get(p, ())
-                if all(spot[0] in scope.pools for spot in units[key][2].spots)
+                key for key in keys if all(spot[0] in scope.pools for spot in units[key][2].spots)
             }
         free = [f.copy() for f in ledger.free]
         for key in movable:
@@ -250,7 +258,10 @@ class Decider:
         model_units.append(Unit(candidate_key, action.queue, items))
         device_room = self._device_room(ledger, action, model_units)
         if device_room is None:
-            return None
+            return None, True
+        if _size(model_units, ledger, scope) > MAX_MODEL_SPOTS:
+            self.stats.skipped_checks += 1
+            return None, False
         model = PlacementModel(self.problem, model_units, free, ledger.opened, device_room, scope)
         self.stats.largest_model_variables = max(
             self.stats.largest_model_variables, model.num_variables
@@ -258,6 +269,8 @@ class Decider:
         limit = self.budget.time_limit_s - self.budget.spent
         if scope is not None:
             limit = min(limit, LOCAL_CHECK_LIMIT_S)
+        # Building is charged by size, so the budget stays deterministic and still counts it.
+        self.budget.spent += model.num_variables * BUILD_SECONDS_PER_VARIABLE
         status, placements, spent = model.solve(limit, self.budget.seed)
         self.budget.spent += spent
         self.stats.model_solves += 1
@@ -266,10 +279,10 @@ class Decider:
             for unit, placement in zip(model_units[:-1], moved, strict=True):
                 ledger.move(unit.key, placement)
             ledger.admit(action, placed)
-            return ledger
+            return ledger, True
         if status is Feasibility.UNKNOWN and scope is None:
             self.budget.limit_hit = True
-        return None
+        return None, status is Feasibility.INFEASIBLE and scope is None
 
     def _may_fit(self, items: list[Item], clusters: list[int]) -> bool:
         """A necessary bound: every container fits some node once this tick's work is gone."""
@@ -287,6 +300,7 @@ class Decider:
         """
         room: dict[tuple[int, str], int] = {}
         queues = {u.queue for u in model_units if any(item.untyped for item in u.items)}
+        queues.add(action.queue)
         charge = ledger.charge_of(action)
         for q in queues:
             queue = self.problem.queues[q]
@@ -342,3 +356,15 @@ def _dominated(smaller_failures: list[tuple[int, ...]], request: tuple[int, ...]
     return any(
         all(r >= s for r, s in zip(request, small, strict=True)) for small in smaller_failures
     )
+
+
+def _size(units: list[Unit], ledger: Plan, scope: Scope | None) -> int:
+    """How many (container, node) choices a model of `units` would have, at most."""
+    total = 0
+    for unit in units:
+        for item in unit.items:
+            for pools in item.pools.values():
+                for p in pools:
+                    if scope is None or p in scope.pools:
+                        total += len(ledger.free[p])
+    return total

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from models.devices import NVIDIA_GPU
 from models.result import UNTYPED_GPU, WaitReason
 from solver.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Demand, Item, Problem
 
@@ -83,6 +84,13 @@ class Plan:
             ],
             dtype=np.int64,
         ).reshape(len(self.free), len(problem.dims))
+        # Free room summed over the fleet per kind of pool (its device, "" without one): moving
+        # work between nodes never changes these, so they bound what any repacking can free.
+        self.class_free: dict[str, np.ndarray] = {}
+        for pool, free in zip(problem.pools, self.free, strict=True):
+            total = self.class_free.setdefault(pool.device or "", np.zeros(len(problem.dims)))
+            total += _bounded(pool.room, free.sum(axis=0))
+        self.untyped_on: dict[str, int] = {}  # this tick's untyped GPUs per device, all queues
 
     def copy(self) -> Plan:
         other = Plan.__new__(Plan)
@@ -97,6 +105,8 @@ class Plan:
         other.cluster_used = self.cluster_used.copy()
         other.loads = self.loads.copy()
         other.max_free = self.max_free.copy()
+        other.class_free = {k: v.copy() for k, v in self.class_free.items()}
+        other.untyped_on = dict(self.untyped_on)
         return other
 
     def units(self) -> dict[UnitKey, tuple[int, list[Item], Placement]]:
@@ -235,18 +245,20 @@ class Plan:
                 for item, pools in zip(items, viable, strict=True)
             ):
                 continue
-            spots = self._fit_in_cluster(items, cluster, action.queue)
+            spots = self._fit_in_cluster(items, cluster, action.queue, self.charge_of(action))
             if spots is not None:
                 return Placement(cluster, spots)
         return None
 
     def _fit_in_cluster(
-        self, items: list[Item], cluster: int, queue_index: int
+        self, items: list[Item], cluster: int, queue_index: int, charge: Demand
     ) -> tuple[Spot, ...] | None:
         queue = self.problem.queues[queue_index]
         usage = self.usage[queue_index]
         taken: list[tuple[int, int, np.ndarray]] = []
-        device_extra: dict[str, int] = {}
+        # An untyped container landing on a capped device shares the cap with the unit's own
+        # typed request for it.
+        device_extra: dict[str, int] = dict(charge.devices)
         spots: list[Spot | None] = [None] * len(items)
         # Larger containers first: they have the fewest nodes to choose from.
         order = sorted(
@@ -294,6 +306,39 @@ class Plan:
         fresh = np.flatnonzero(fits)
         return int(fresh[0]) if len(fresh) else None
 
+    def fleet_may_hold(self, items: list[Item]) -> bool:
+        """A bound no repacking can beat: the fleet's free room of each kind of pool.
+
+        Work on a device's pools stays on that device's pools, except untyped GPUs, which
+        may move to any other NVIDIA device; CPU-only work stays on pools without one.
+        """
+        needs: dict[str, np.ndarray] = {}
+        untyped = 0
+        for item in items:
+            if item.untyped:
+                untyped += item.gpus
+            else:
+                key = item.device or ""
+                needs[key] = needs.get(key, 0) + item.request
+        for key, need in needs.items():
+            room = self.class_free.get(key)
+            if room is None:
+                return False
+            if key:
+                if need[GPU_DIM] > room[GPU_DIM] + self.untyped_on.get(key, 0):
+                    return False
+            elif (need > room).any():
+                return False
+        if untyped:
+            nvidia = sum(
+                free[GPU_DIM]
+                for key, free in self.class_free.items()
+                if key.startswith(NVIDIA_GPU + "/") and key.count("/") == 1
+            )
+            if untyped > nvidia:
+                return False
+        return True
+
     # -- commit --------------------------------------------------------------------------
 
     def admit(self, action: ActionInfo, placement: Placement | None) -> None:
@@ -340,6 +385,7 @@ class Plan:
             pool = self.problem.pools[p]
             self.free[p][slot] -= sign * item.request
             self.cluster_used[pool.cluster] += sign * _bounded(pool.room, item.request)
+            self.class_free[pool.device or ""] -= sign * _bounded(pool.room, item.request)
             touched.add(pool.cluster)
             if sign > 0:
                 self.opened[p][slot] = True
@@ -354,6 +400,7 @@ class Plan:
                 usage.untyped_landed[device] = (
                     usage.untyped_landed.get(device, 0) + sign * item.gpus
                 )
+                self.untyped_on[device] = self.untyped_on.get(device, 0) + sign * item.gpus
         for cluster in touched:
             self._update_load(cluster)
         for p in {p for p, _ in placement.spots}:

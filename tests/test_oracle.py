@@ -20,11 +20,11 @@ from itertools import combinations
 
 from checks import problems
 from generate import PACKING, SMALL, Size, random_snapshot
-from oracle import Oracle, Verdict, decide
+from oracle import Verdict, decide
 
 from models.result import SolverStatus, TickResult
 from models.scenario import dump_scenario
-from models.snapshot import ActionState, Snapshot
+from models.snapshot import Snapshot
 from solver import TickOptions, tick
 
 PROFILES = {"small": (SMALL, 3000), "packing": (PACKING, 1000)}  # generator size, instances
@@ -82,51 +82,27 @@ def expected_outcomes(snapshot: Snapshot) -> list[Outcome]:
     return outcomes
 
 
-def typed_and_untyped_share_a_capped_type(snapshot: Snapshot) -> bool:
-    """An action with a typed container of a capped device and an untyped container that could
-    land on that device: the engine does not add the two against the cap (see the xfail test
-    test_untyped_and_typed_containers_of_one_action_share_the_type_cap). Such instances are
-    left out of the comparison until that is fixed; the xfail turns into a failure then."""
-    oracle = Oracle(snapshot)
-    for action in snapshot.actions:
-        if action.state is ActionState.RUNNING or action.environment is not None:
-            continue
-        caps = oracle.caps(snapshot.queue(action.queue))
-        needs = [oracle.need(c) for c in action.containers]
-        typed = {n.device for n in needs if n.gpus and n.device is not None}
-        if any(n.gpus and n.device is None for n in needs) and typed & set(caps):
-            return True
-    return False
-
-
 @cache
-def runs() -> tuple[list[Run], int]:
-    """The instances compared, and how many were left out for the known engine bug."""
+def runs() -> list[Run]:
+    """The instances compared."""
     compared: list[Run] = []
-    left_out = 0
     for size, wanted in PROFILES.values():
-        seed = found = 0
-        while found < wanted:
+        for seed in range(wanted):
             snapshot = random_snapshot(random.Random(seed), size)
-            seed += 1
-            if typed_and_untyped_share_a_capped_type(snapshot):
-                left_out += 1
-                continue
             result = tick(snapshot, TickOptions(time_limit_s=5.0))
-            compared.append(Run(seed - 1, size, snapshot, result, expected_outcomes(snapshot)))
-            found += 1
-    return compared, left_out
+            compared.append(Run(seed, size, snapshot, result, expected_outcomes(snapshot)))
+    return compared
 
 
 def test_engine_matches_brute_force_oracle_on_random_small_snapshots() -> None:
-    compared, left_out = runs()
+    compared = runs()
     mismatches = [run for run in compared if run.engine not in run.wanted]
     admitted = sum(len(run.engine.admitted) for run in compared)
     waiting = sum(len(run.result.waiting) for run in compared)
     ambiguous = sum(len(run.wanted) > 1 for run in compared)
     print(
-        f"{len(compared)} instances compared ({left_out} left out for the known typed+untyped"
-        f" cap bug), {ambiguous} with a choice-dependent INFEASIBLE; the engine admitted"
+        f"{len(compared)} instances compared, {ambiguous} with a choice-dependent INFEASIBLE;"
+        f" the engine admitted"
         f" {admitted} actions and left {waiting} waiting"
     )
     shown = "\n\n".join(run.show("admissions differ") for run in mismatches[:SHOWN])
@@ -136,7 +112,7 @@ def test_engine_matches_brute_force_oracle_on_random_small_snapshots() -> None:
 def test_engine_results_are_sound_on_random_small_snapshots() -> None:
     """The same instances through tests/checks.py: placements fit, caps and limits hold,
     strict lines are prefixes with blocked_behind_head behind their head."""
-    compared, _ = runs()
+    compared = runs()
     broken = [(run, found) for run in compared if (found := problems(run.snapshot, run.result))]
     shown = "\n\n".join(run.show("; ".join(found)) for run, found in broken[:SHOWN])
     assert not broken, f"{len(broken)} of {len(compared)} results are unsound:\n\n{shown}"
@@ -150,8 +126,6 @@ def test_a_tiny_time_limit_gives_a_sound_result_and_says_so() -> None:
     limited = 0
     for seed in range(300):
         snapshot = random_snapshot(random.Random(seed), PACKING)
-        if typed_and_untyped_share_a_capped_type(snapshot):
-            continue
         result = tick(snapshot, TickOptions(time_limit_s=0.001))
         assert problems(snapshot, result) == [], seed
         if result.solver.limit_hit:

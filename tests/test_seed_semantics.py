@@ -323,12 +323,6 @@ def test_untyped_request_landing_on_a_capped_type_counts_against_both() -> None:
     assert "any-2" in waits(result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: solver/plan.py Plan._fit_in_cluster checks an untyped container's landing"
-    " device against usage + other untyped landings only, not the action's own typed request of"
-    " that device, so typed + untyped of one action can exceed the device cap",
-)
 @pytest.mark.parametrize(("cap", "running"), [(1, None), (3, "L4:2")])
 def test_untyped_and_typed_containers_of_one_action_share_the_type_cap(
     cap: int, running: str | None
