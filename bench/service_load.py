@@ -132,20 +132,23 @@ def _tick_figures(url: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--queued", type=int, default=10_000)
     parser.add_argument("--period", type=float, default=2.0)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        with _server(Path(tmp) / "load.db", args.period) as url:
+        with _server(Path(tmp) / "load.db", args.period) as (url, pid):
+            cpu_before = _cpu_seconds(pid)
             rate = asyncio.run(_submissions_per_second(url, args.seconds, args.concurrency))
+            server_ms = 1000 * (_cpu_seconds(pid) - cpu_before) / (rate * args.seconds)
         print(
             f"durable submissions: {rate:,.0f}/s sustained over {args.seconds:g} s"
             f" ({args.concurrency} concurrent callers, one action per POST, ticks running,"
-            f" SQLite WAL + synchronous=FULL, {os.cpu_count()} cores shared with the load)"
+            f" SQLite WAL + synchronous=FULL, {os.cpu_count()} cores shared with the load);"
+            f" server CPU per submission {server_ms:.2f} ms"
         )
-        with _server(Path(tmp) / "tick.db", args.period) as url:
+        with _server(Path(tmp) / "tick.db", args.period) as (url, _):
             started = time.perf_counter()
             _fill(url, args.queued)
             filled = time.perf_counter() - started
@@ -174,15 +177,21 @@ def _next_ticks(url: str, count: int) -> list[dict[str, float]]:
     return samples
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def _server(db: Path, period_s: float) -> Iterator[str]:
-    """A fresh server with the bench fleet and queues."""
+def _server(db: Path, period_s: float) -> Iterator[tuple[str, int]]:
+    """A fresh server with the bench fleet and queues: its URL and process id."""
     process, url = _start(db, period_s)
     try:
         httpx.put(f"{url}/clusters/east", json=FLEET).raise_for_status()
         for queue in QUEUES:
             httpx.post(f"{url}/queues", json=queue).raise_for_status()
-        yield url
+        yield url, process.pid
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
