@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from models.errors import ErrorCode
 from models.quota import JobQueueStatus, ShareStrategy
-from models.result import SolverInfo
+from models.solver_info import SolverInfo
 
 
 class ScheduledJob(BaseModel):

@@ -9,7 +9,9 @@ from pydantic import BaseModel, Field
 
 from models.errors import ErrorCode
 from models.fields import Timestamp
+from models.quota_result import QuotaTickResult
 from models.snapshot import Scheduling
+from models.solver_info import SolverInfo, SolverStatus
 
 UNTYPED_GPU = "gpu"
 """The key of untyped NVIDIA GPU requests in `accelerator_charges`."""
@@ -93,28 +95,6 @@ class QueueMetrics(BaseModel):
     waiting: int
 
 
-class SolverStatus(StrEnum):
-    """How the tick's answer was reached."""
-
-    GREEDY_EXACT = "greedy_exact"  # first-fit placed everything the caps allowed: no model needed
-    OPTIMAL = "optimal"  # the model decided every contested action
-    LIMIT_REACHED = "limit_reached"  # time ran out; undecided actions keep the best plan found
-    NOTHING_TO_DO = "nothing_to_do"
-
-
-class SolverInfo(BaseModel):
-    status: SolverStatus
-    wall_time_s: float
-    limit_hit: bool
-    phases_s: dict[str, float] = Field(default_factory=dict)
-    contested: int = 0  # actions best-fit could not place, each decided by the model or a bound
-    model_solves: int = 0
-    largest_model_variables: int = 0
-    # Checks whose model was limited to the nodes near the action (the tick was too large to let
-    # every admission move) and found no room: such a refusal is likely but not proven exact.
-    unproven_refusals: int = 0
-
-
 class TickResult(BaseModel):
     now: datetime
     scheduled: list[ScheduledAction] = Field(default_factory=list)
@@ -122,4 +102,20 @@ class TickResult(BaseModel):
     failed: list[FailedAction] = Field(default_factory=list)
     waiting: list[WaitingAction] = Field(default_factory=list)
     queues: dict[str, QueueMetrics] = Field(default_factory=dict)
+    quota: QuotaTickResult | None = None  # the quota-managed job queues, when there are any
     solver: SolverInfo
+
+
+__all__ = [
+    "UNTYPED_GPU",
+    "EnvironmentStart",
+    "FailedAction",
+    "PlacedContainer",
+    "QueueMetrics",
+    "ScheduledAction",
+    "SolverInfo",
+    "SolverStatus",
+    "TickResult",
+    "WaitReason",
+    "WaitingAction",
+]

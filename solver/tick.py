@@ -19,6 +19,7 @@ from solver.failfast import fail_fast
 from solver.passes import best_fit_pass, over_depth, strict_heads
 from solver.plan import Plan
 from solver.problem import compile_snapshot
+from solver.quota import QuotaOptions, quota_tick
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,17 @@ def tick(snapshot: Snapshot, options: TickOptions | None = None) -> TickResult:
     lap("decide")
     result = decode(snapshot, problem, plan, failures, refusals, strict_heads(problem, refusals))
     lap("decode")
+    if snapshot.job_queues:
+        # Quota-managed job queues run on their own service environments: a separate model.
+        result.quota = quota_tick(
+            snapshot.scheduling_policies,
+            snapshot.service_environments,
+            snapshot.job_queues,
+            snapshot.jobs,
+            snapshot.now,
+            QuotaOptions(time_limit_s=options.time_limit_s, seed=options.seed),
+        )
+        lap("quota")
 
     info = result.solver
     if budget.limit_hit:
