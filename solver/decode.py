@@ -192,7 +192,27 @@ def room_refusal(problem: Problem, action: ActionInfo, plan: Plan) -> Refusal:
     clusters = plan.candidate_clusters(items, action.queue)
     names = ", ".join(problem.cluster_names[c] for c in clusters) or "none"
     what = "; ".join(describe_item(item, problem.dims) for item in items)
-    priority = problem.queues[action.queue].priority
+    queue = problem.queues[action.queue]
+    usage = plan.usage[action.queue]
+    for item in items:
+        if not item.untyped:
+            continue
+        devices = {problem.pools[p].device for c in clusters for p in item.pools[c]}
+        full = {
+            d: usage.device_used.get(d, 0)  # type: ignore[arg-type]
+            for d in devices
+            if d in queue.device_caps
+            and usage.device_used.get(d, 0) + item.gpus > queue.device_caps[d]
+        }
+        if devices and len(full) == len(devices):
+            device = min(full)
+            return Refusal(
+                WaitReason.QUEUE_CAP,
+                f"queue {queue.name}, {device}: {full[device]} of {queue.device_caps[device]}"
+                f" in use, and {item.name}'s gpu={item.gpus} could only land on capped types",
+                device,
+            )
+    priority = queue.priority
     higher = {
         plan.pool_top[p][1]
         for c in clusters

@@ -14,7 +14,7 @@ import numpy as np
 
 from models.errors import ErrorCode
 from models.quantity import format_quantity
-from solver.problem import GPU_DIM, UNBOUNDED, ActionInfo, Demand, Item, Problem
+from solver.problem import GPU_DIM, UNBOUNDED, ActionInfo, Demand, Item, Problem, QueueInfo
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def _expired(problem: Problem, action: ActionInfo) -> Failure | None:
         )
     if action.max_queued_time_s is not None:
         waited = (problem.now - action.submitted_at).total_seconds()
-        if waited > action.max_queued_time_s:
+        if waited >= action.max_queued_time_s:  # like the deadline: at the boundary, time is up
             return Failure(
                 ErrorCode.MAX_QUEUED_TIME_EXCEEDED,
                 f"action {action.id}: queued {waited:.0f}s, longer than its max_queued_time"
@@ -108,14 +108,16 @@ def _infeasible(
         return Failure(ErrorCode.INFEASIBLE, f"{who}: queue {queue.name} routes to no cluster")
     reasons = []
     for c in queue.clusters:
-        reason = _cluster_refuses(problem, c, items)
+        reason = _cluster_refuses(problem, c, items, queue)
         if reason is None:
             return None
         reasons.append(f"cluster {problem.cluster_names[c]}: {reason}")
     return Failure(ErrorCode.INFEASIBLE, f"{who} can never run: " + "; ".join(reasons))
 
 
-def _cluster_refuses(problem: Problem, cluster: int, items: list[Item]) -> str | None:
+def _cluster_refuses(
+    problem: Problem, cluster: int, items: list[Item], queue: QueueInfo
+) -> str | None:
     pools = [problem.pools[p] for p in problem.pools_of_cluster[cluster]]
     for item in items:
         if item.pools.get(cluster):
@@ -137,6 +139,15 @@ def _cluster_refuses(problem: Problem, cluster: int, items: list[Item]) -> str |
         if not labelled:
             selector = ", ".join(f"{k}={v}" for k, v in item.selector.items())
             return f"{what}: node selector {selector} matches no pool's labels"
+        if item.untyped:
+            capped = {
+                p.device: queue.device_caps[p.device]  # type: ignore[index]
+                for p in labelled
+                if queue.device_caps.get(p.device, item.gpus) < item.gpus  # type: ignore[arg-type]
+            }
+            if len(capped) == len({p.device for p in labelled}):
+                caps = ", ".join(f"{device} at {cap}" for device, cap in sorted(capped.items()))
+                return f"{what}: queue {queue.name} caps every GPU type here below that ({caps})"
         largest = max(labelled, key=lambda p: tuple(np.minimum(p.room, UNBOUNDED)))
         short = [
             f"{name} {format_quantity(name, int(item.request[d]))} >"
