@@ -55,6 +55,7 @@ class TickLoop:
         self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
         self._ticked = asyncio.Condition()
         self._stopping = asyncio.Event()
+        self._one_at_a_time = asyncio.Lock()  # ticks never overlap, whoever starts them
 
     def stop(self) -> None:
         """End `run_forever` after the tick in progress (if any) has been written back."""
@@ -80,14 +81,21 @@ class TickLoop:
 
     async def run_once(self) -> TickResult | None:
         """One tick; a failure is logged and counted, and the loop goes on."""
-        started = time.perf_counter()
-        try:
-            result, applied, phases = await asyncio.to_thread(self._tick_blocking)
-        except Exception as error:  # a bug in one tick must not stop the service
-            self.stats.failures += 1
-            self.stats.last_error = f"{type(error).__name__}: {error}"
-            log.exception("tick failed; retrying next period")
-            return None
+        async with self._one_at_a_time:
+            started = time.perf_counter()
+            try:
+                result, applied, phases = await asyncio.to_thread(self._tick_blocking)
+            except Exception as error:  # a bug in one tick must not stop the service
+                self.stats.failures += 1
+                self.stats.last_error = f"{type(error).__name__}: {error}"
+                log.exception("tick failed; retrying next period")
+                return None
+            return await self._record(result, applied, phases, started)
+
+    async def _record(
+        self, result: TickResult, applied: AppliedTick, phases: dict[str, float], started: float
+    ) -> TickResult:
+        """Keep a written-back tick for metrics and watchers, and wake the watchers."""
         self.stats.last_duration_s = time.perf_counter() - started
         self.stats.phases_s = phases
         self.stats.last_applied = applied

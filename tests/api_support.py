@@ -82,6 +82,9 @@ def service(
     )
     app = create_app(settings, tick_fn=tick_fn)
     with TestClient(app) as http:
+        stats = app.state.ticker.stats
+        while stats.ticks + stats.failures == 0:  # the loop's first tick, at start-up
+            time.sleep(0.01)
         if cluster is not None:
             app.state.store.put_cluster(Cluster.model_validate(cluster))
         yield Service(app, http)
