@@ -15,6 +15,7 @@ what lets durable writes keep up with many callers.
 from __future__ import annotations
 
 import json
+import logging
 import queue as queue_mod
 import sqlite3
 import threading
@@ -52,6 +53,8 @@ from models.snapshot import (
 )
 
 SCHEMA_VERSION = 1
+
+log = logging.getLogger("sluice.store")
 
 
 class Phase(StrEnum):
@@ -704,7 +707,9 @@ class SqliteStore:
                         conn.execute("ROLLBACK TO submission")
                         ticket.error = error
                     conn.execute("RELEASE submission")
-        except sqlite3.Error as error:
+        except Exception as error:  # every caller must learn its submission was not stored
+            if not isinstance(error, sqlite3.Error):
+                log.exception("unexpected error committing %d submissions", len(tickets))
             failure = Unavailable(f"could not store the submission: {error}")
             for ticket in tickets:
                 ticket.error = ticket.error or failure

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
-from api.store import Store
 from api.ticker import TickLoop
 from api.views import queue_view, queue_views
 from models.errors import SluiceError
@@ -72,13 +71,9 @@ async def watch_pools(
     limit: Limit = None,
 ) -> StreamingResponse:
     """`event: queues`, data: a list of every live queue's metrics in the pools, per tick."""
-    return _stream(_events("queues", _render_all(store, ticker, pool), ticker, limit))
 
-
-def _render_all(store: Store, ticker: TickLoop, pools: list[str] | None) -> Callable[[], str]:
     def render() -> str:
-        return json.dumps(
-            [view.model_dump(mode="json") for view in queue_views(store, ticker, pools)]
-        )
+        views = queue_views(store, ticker, pool)
+        return json.dumps([view.model_dump(mode="json") for view in views])
 
-    return render
+    return _stream(_events("queues", render, ticker, limit))
