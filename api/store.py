@@ -341,6 +341,7 @@ class SqliteStore:
         self._pending: list[_Ticket] = []
         self._pending_lock = threading.Lock()
         self._actions = _ActionCache()
+        self._snapshot_lock = threading.Lock()
         self._writer.execute("PRAGMA journal_mode=WAL")
         self._writer.executescript(_SCHEMA)
         with self._write() as conn:
@@ -903,6 +904,11 @@ class SqliteStore:
 
     def read_snapshot(self, now: datetime) -> Snapshot:
         """Everything the tick needs, read in one transaction so it is consistent."""
+        # One snapshot read at a time: the action cache is consulted, then pruned.
+        with self._snapshot_lock:
+            return self._read_snapshot(now)
+
+    def _read_snapshot(self, now: datetime) -> Snapshot:
         generation = self._actions.start_read()
         with self._read() as conn:
             (settings,) = conn.execute("SELECT body FROM settings").fetchone()
