@@ -25,7 +25,7 @@ from api.client import DEFAULT_URL, Action, Fleet, Queue, SluiceClient
 from api.render import action_detail, queue_detail, queue_table, tick_summary
 from api.whatif_cli import snapshot, whatif
 from bench.cli import bench
-from models.errors import AlreadyExists, InvalidInput, SluiceError
+from models.errors import InvalidInput, SluiceError
 
 SCHEDULING = click.Choice(["strict_fifo", "greedy_capacity"])
 OUTPUT = click.option(
@@ -485,16 +485,19 @@ def apply(remote: Remote, path: Path) -> None:
         Fleet.put_cluster(cluster, client=client)
         click.echo(f"cluster {cluster['name']} put")
     for queue in data.get("queues") or []:
-        settings = {key: value for key, value in queue.items() if key != "name"}
-        try:
-            Queue.create(queue["name"], client=client, **settings)
-            click.echo(f"queue {queue['name']} created")
-        except AlreadyExists:
-            Queue.update(queue["name"], client=client, **settings)
-            click.echo(f"queue {queue['name']} updated")
+        verb = Fleet.put_queue(_settings_only(queue), client=client)
+        click.echo(f"queue {queue['name']} {verb}")
     for environment in data.get("environments") or []:
-        Fleet.put_environment(environment, client=client)
+        Fleet.put_environment(_settings_only(environment), client=client)
         click.echo(f"environment {environment['name']} put")
+
+
+def _settings_only(entry: dict[str, Any]) -> dict[str, Any]:
+    """Drop what a scenario file may carry as runtime state: the tick and executors own it."""
+    return {key: value for key, value in entry.items() if key not in _RUNTIME_STATE}
+
+
+_RUNTIME_STATE = frozenset({"head_blocked_since", "running", "placement"})
 
 
 @get.command("cluster")

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from models.errors import (
+    AlreadyExists,
     ErrorCode,
     FailedPrecondition,
     SluiceError,
@@ -359,6 +360,18 @@ class Action:
 
 class Fleet:
     """Clusters, organization settings and reusable environments."""
+
+    @staticmethod
+    def put_queue(queue: JSON, *, client: SluiceClient | None = None) -> str:
+        """Create the queue, or update every setting given if it exists; says which."""
+        connection = _client(client)
+        try:
+            connection.request("POST", "/queues", body=queue)
+            return "created"
+        except AlreadyExists:
+            changes = {key: value for key, value in queue.items() if key != "name"}
+            connection.request("PATCH", f"/queues/{queue['name']}", body=changes)
+            return "updated"
 
     @staticmethod
     def put_cluster(cluster: JSON, *, client: SluiceClient | None = None) -> JSON:

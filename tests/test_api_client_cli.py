@@ -205,3 +205,20 @@ def test_every_command_has_help() -> None:
     for group, commands in groups.items():
         for command in commands:
             assert runner.invoke(main, [group, command, "--help"]).exit_code == 0
+
+
+def test_apply_puts_a_scenario_files_fleet(tmp_path: Path) -> None:
+    """`sluice apply` takes the scenario shape; runtime state in the file is left out."""
+    with service(tmp_path, cluster=None) as svc:
+        client = svc.client()
+        code, out, err = _cli(client, "apply", str(FIXTURE))
+        assert code == 0, err
+        assert out.splitlines() == [
+            "settings put",
+            "cluster east put",
+            "queue research created",
+            "environment embedder put",
+        ]
+        code, out, _ = _cli(client, "apply", str(FIXTURE))
+        assert "queue research updated" in out
+        assert Queue.details("research", client=client)["clusters"] == ["east"]
