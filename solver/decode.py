@@ -189,6 +189,8 @@ def _metrics(
 def room_refusal(problem: Problem, action: ActionInfo, plan: Plan) -> Refusal:
     """No room now: lower priority when higher-priority work took room it could have had."""
     items = plan.items_to_place(action)
+    if not problem.cluster_names:
+        return Refusal(WaitReason.CLUSTER_ROOM, "no clusters are configured yet")
     clusters = plan.candidate_clusters(items, action.queue)
     names = ", ".join(problem.cluster_names[c] for c in clusters) or "none"
     what = "; ".join(describe_item(item, problem.dims) for item in items)

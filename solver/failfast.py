@@ -106,13 +106,23 @@ def _infeasible(
         return None  # no fleet described yet: placement cannot be judged, so it waits
     if not queue.clusters:
         return Failure(ErrorCode.INFEASIBLE, f"{who}: queue {queue.name} routes to no cluster")
+    if any(_cluster_holds(problem, c, items) for c in queue.clusters):
+        return None
     reasons = []
     for c in queue.clusters:
         reason = _cluster_refuses(problem, c, items, queue)
-        if reason is None:
+        if reason is None:  # pragma: no cover - _cluster_holds and this agree
             return None
         reasons.append(f"cluster {problem.cluster_names[c]}: {reason}")
     return Failure(ErrorCode.INFEASIBLE, f"{who} can never run: " + "; ".join(reasons))
+
+
+def _cluster_holds(problem: Problem, cluster: int, items: list[Item]) -> bool:
+    """Every container has a pool here, and together they fit the cluster at full scale."""
+    if not all(item.pools.get(cluster) for item in items):
+        return False
+    usable = tuple(sorted({p for item in items for p in item.pools[cluster]}))
+    return bool((sum(item.request for item in items) <= problem.full_scale_room(usable)).all())
 
 
 def _cluster_refuses(
@@ -158,14 +168,10 @@ def _cluster_refuses(
             if item.request[d] > largest.room[d]
         ]
         return f"{what} is larger than any node (largest: pool {largest.name}, {', '.join(short)})"
-    total = np.zeros(len(problem.dims), dtype=np.int64)
-    capacity = np.zeros(len(problem.dims), dtype=np.int64)
-    usable = sorted({p for item in items for p in item.pools[cluster]})
-    for item in items:
-        total += item.request
-    for p in usable:
-        pool = problem.pools[p]
-        capacity += np.where(pool.room >= UNBOUNDED, UNBOUNDED, pool.room * pool.max_nodes)
+    total = sum(item.request for item in items)
+    capacity = problem.full_scale_room(
+        tuple(sorted({p for item in items for p in item.pools[cluster]}))
+    )
     over = [
         f"{name} {format_quantity(name, int(total[d]))} > {format_quantity(name, int(capacity[d]))}"
         for d, name in enumerate(problem.dims)

@@ -122,6 +122,22 @@ class Problem:
     running_env_actions: dict[int, int]  # env index -> running actions that joined it
     cluster_room: np.ndarray  # (clusters, dims): full-scale room on the dimensions nodes declare
     _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
+    _full_scale: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
+
+    def full_scale_room(self, pools: tuple[int, ...]) -> np.ndarray:
+        """The room of these pools with every node up (unbounded where a node declares none)."""
+        room = self._full_scale.get(pools)
+        if room is None:
+            room = np.zeros(len(self.dims), dtype=np.int64)
+            for p in pools:
+                pool = self.pools[p]
+                bounded = pool.room < UNBOUNDED
+                scaled = np.where(
+                    bounded, np.where(bounded, pool.room, 0) * pool.max_nodes, UNBOUNDED
+                )
+                room = np.minimum(room + scaled, UNBOUNDED)
+            self._full_scale[pools] = room
+        return room
 
     def fits_base_room(self, item: Item, cluster: int) -> bool:
         """Whether some node the item may use has room for it next to running work alone."""
@@ -201,6 +217,7 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         queue_index[queue.name] = qi
 
     compatible_pools: dict[tuple, tuple[dict[int, list[int]], np.ndarray]] = {}
+    matcher = _PoolMatcher(pools, len(dims))
 
     def make_item(container: Container, queue: QueueInfo) -> Item:
         request = np.zeros(len(dims), dtype=np.int64)
@@ -217,13 +234,7 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         shape = (queue.index, request.tobytes(), device, tuple(sorted(item.selector.items())))
         known = compatible_pools.get(shape)
         if known is None:
-            by_cluster = {}
-            for ci in queue.clusters:
-                compatible = [p for p in pools_of_cluster[ci] if _fits_pool(item, pools[p], queue)]
-                if compatible:
-                    by_cluster[ci] = compatible
-            flat = np.array(sorted(p for ps in by_cluster.values() for p in ps), dtype=np.int64)
-            known = compatible_pools[shape] = (by_cluster, flat)
+            known = compatible_pools[shape] = matcher.match(item, queue)
         item.pools, item.all_pools = known
         return item
 
@@ -308,24 +319,65 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
     )
 
 
-def _fits_pool(item: Item, pool: PoolInfo, queue: QueueInfo) -> bool:
-    """Accelerator, labels and size of one empty node all admit the container."""
-    if item.gpus == 0:
-        # Accelerator nodes are kept for accelerator work, as tainted GPU pools are.
-        if pool.gpus_per_node:
-            return False
-    elif item.device is not None:
-        if pool.device != item.device:
-            return False
-    else:
-        if not pool.nvidia or "/" in pool.device.split("/", 1)[1]:  # type: ignore[union-attr]
-            return False  # untyped requests take whole NVIDIA GPUs, never a partition
-        cap = queue.device_caps.get(pool.device)  # type: ignore[arg-type]
-        if cap is not None and cap < item.gpus:
-            return False
-    if any(pool.labels.get(key) != value for key, value in item.selector.items()):
-        return False
-    return bool((item.request <= pool.room).all())
+class _PoolMatcher:
+    """Which node pools may take a container: accelerator, labels, and one empty node's room.
+
+    Vectorised over every pool at once; GPU containers go only to pools of their device (an
+    untyped one to whole NVIDIA GPUs, never a partition, and not to a type its queue caps
+    below the request), CPU-only containers only to pools without accelerators, as on
+    clusters whose GPU nodes are tainted.
+    """
+
+    def __init__(self, pools: list[PoolInfo], dims: int) -> None:
+        self.pools = pools
+        self.rooms = np.array([p.room for p in pools], dtype=np.int64).reshape(len(pools), dims)
+        self.gpus = np.array([p.gpus_per_node for p in pools], dtype=np.int64)
+        self.devices = np.array([p.device or "" for p in pools], dtype=object)
+        self.whole_nvidia = np.array(
+            [p.nvidia and p.device.count("/") == 1 for p in pools],  # type: ignore[union-attr]
+            dtype=bool,
+        )
+        self.cluster_of = np.array([p.cluster for p in pools], dtype=np.int64)
+        self._selectors: dict[tuple, np.ndarray] = {}
+        self._routes: dict[int, np.ndarray] = {}
+        self._type_caps: dict[int, np.ndarray] = {}
+
+    def match(self, item: Item, queue: QueueInfo) -> tuple[dict[int, list[int]], np.ndarray]:
+        if item.gpus == 0:
+            mask = self.gpus == 0
+        elif item.device is not None:
+            mask = self.devices == item.device
+        else:
+            mask = self.whole_nvidia & (self._type_cap(queue) >= item.gpus)
+        mask &= self._routed(queue) & self._selected(item.selector)
+        mask &= (self.rooms >= item.request).all(axis=1)
+        flat = np.flatnonzero(mask)
+        by_cluster: dict[int, list[int]] = {}
+        for p in flat.tolist():
+            by_cluster.setdefault(self.pools[p].cluster, []).append(p)
+        return by_cluster, flat
+
+    def _routed(self, queue: QueueInfo) -> np.ndarray:
+        if queue.index not in self._routes:
+            self._routes[queue.index] = np.isin(self.cluster_of, queue.clusters)
+        return self._routes[queue.index]
+
+    def _type_cap(self, queue: QueueInfo) -> np.ndarray:
+        """Per pool, the queue's cap on its device type (no cap: unbounded)."""
+        if queue.index not in self._type_caps:
+            self._type_caps[queue.index] = np.array(
+                [queue.device_caps.get(p.device or "", UNBOUNDED) for p in self.pools],
+                dtype=np.int64,
+            )
+        return self._type_caps[queue.index]
+
+    def _selected(self, selector: dict[str, str]) -> np.ndarray:
+        key = tuple(sorted(selector.items()))
+        if key not in self._selectors:
+            self._selectors[key] = np.array(
+                [all(p.labels.get(k) == v for k, v in key) for p in self.pools], dtype=bool
+            )
+        return self._selectors[key]
 
 
 def _charge_running(
