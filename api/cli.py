@@ -444,9 +444,14 @@ def get_actions(
     def table(rows: list[dict[str, Any]]) -> str:
         lines = [f"{'ID':<32} {'QUEUE':<16} {'STATE':<10} DETAIL"]
         for action in rows:
-            detail = action["waiting_reason"] or action["code"] or ""
-            if action["placement"]:
-                detail = detail or f"on {action['placement']['cluster']}"
+            if action["state"] == "failed":
+                detail = f"{action['code'] or 'FAILED'}: {action['message']}"
+            elif action["waiting_reason"]:
+                detail = f"{action['waiting_reason']}: {action['waiting_message']}"
+            elif action["placement"]:
+                detail = f"on {action['placement']['cluster']}"
+            else:
+                detail = f"in environment {action['environment']}" if action["environment"] else ""
             lines.append(f"{action['id']:<32} {action['queue']:<16} {action['state']:<10} {detail}")
         return "\n".join(lines)
 
