@@ -72,7 +72,6 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
     )
-    app.state.settings = settings
     app.state.auth = authenticator
     install_error_handlers(app)
     for router in (queues.router, actions.router, fleet.router, watch.router, ops.router):

@@ -8,15 +8,10 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.auth import Authenticator, Principal
-from api.config import ServiceSettings
 from api.store import Store
 from api.ticker import TickLoop
 
 _bearer = HTTPBearer(auto_error=False, description="A token from the server's auth file")
-
-
-def get_settings(request: Request) -> ServiceSettings:
-    return request.app.state.settings
 
 
 def get_store(request: Request) -> Store:
@@ -36,7 +31,6 @@ def get_principal(
     return authenticator.authenticate(header or request.headers.get("authorization"))
 
 
-SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 TickerDep = Annotated[TickLoop, Depends(get_ticker)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -39,7 +39,6 @@ class TickStats:
     last_duration_s: float = 0.0  # snapshot + solve + write-back of the last tick
     last_finished_at: datetime | None = None
     last_error: str | None = None
-    last_applied: AppliedTick | None = None
     phases_s: dict[str, float] = field(default_factory=dict)
 
 
@@ -98,7 +97,6 @@ class TickLoop:
         """Keep a written-back tick for metrics and watchers, and wake the watchers."""
         self.stats.last_duration_s = time.perf_counter() - started
         self.stats.phases_s = phases
-        self.stats.last_applied = applied
         self.stats.last_finished_at = datetime.now(UTC)
         self.stats.last_error = None
         self.last_result = result
