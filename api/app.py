@@ -13,7 +13,8 @@ from fastapi import FastAPI
 from api.auth import Authenticator
 from api.config import ServiceSettings
 from api.errors import install_error_handlers
-from api.routes import actions, fleet, ops, queues, watch
+from api.routes import actions, clusters, environments, ops, queues, watch
+from api.routes import settings as org_settings
 from api.store import SqliteStore, Store
 from api.ticker import TickFn, TickLoop, solver_tick
 
@@ -74,6 +75,7 @@ def create_app(
     )
     app.state.auth = authenticator
     install_error_handlers(app)
-    for router in (queues.router, actions.router, fleet.router, watch.router, ops.router):
-        app.include_router(router)
+    routers = (queues, actions, clusters, org_settings, environments, watch, ops)
+    for module in routers:
+        app.include_router(module.router)
     return app

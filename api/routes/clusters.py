@@ -1,0 +1,38 @@
+"""Clusters and their node pools: what the tick places work on."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from api.deps import PrincipalDep, StoreDep
+from models.errors import InvalidInput
+from models.snapshot import Cluster
+
+router = APIRouter(prefix="/clusters", tags=["clusters"])
+
+
+@router.put("/{name}")
+def put_cluster(name: str, body: Cluster, store: StoreDep, who: PrincipalDep) -> Cluster:
+    """Create or replace a cluster's node pools; the next tick plans against them."""
+    who.require_admin("change clusters")
+    if body.name != name:
+        raise InvalidInput(f"name: body names {body.name!r}, the path {name!r}", field="name")
+    store.put_cluster(body)
+    return body
+
+
+@router.get("")
+def list_clusters(store: StoreDep, _: PrincipalDep) -> list[Cluster]:
+    return store.list_clusters()
+
+
+@router.get("/{name}")
+def get_cluster(name: str, store: StoreDep, _: PrincipalDep) -> Cluster:
+    return store.get_cluster(name)
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_cluster(name: str, store: StoreDep, who: PrincipalDep) -> None:
+    """Refused while a queue routes to it or work is placed on it."""
+    who.require_admin("delete clusters")
+    store.delete_cluster(name)

@@ -1,0 +1,37 @@
+"""Reusable environments: warm container pools charged once when they start."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.deps import PrincipalDep, StoreDep
+from api.schemas import EnvironmentIn
+from models.snapshot import Environment
+
+router = APIRouter(prefix="/environments", tags=["environments"])
+
+
+@router.put("/{name}")
+def put_environment(
+    name: str, body: EnvironmentIn, store: StoreDep, who: PrincipalDep
+) -> Environment:
+    """Define a reusable pool; its first action starts it, charged once at this size."""
+    who.require_queue(body.queue, "define environments")
+    return store.put_environment(body.to_environment(name)).environment
+
+
+@router.get("")
+def list_environments(store: StoreDep, _: PrincipalDep) -> list[Environment]:
+    return [record.environment for record in store.list_environments()]
+
+
+@router.get("/{name}")
+def get_environment(name: str, store: StoreDep, _: PrincipalDep) -> Environment:
+    return store.get_environment(name).environment
+
+
+@router.post("/{name}/stop")
+def stop_environment(name: str, store: StoreDep, who: PrincipalDep) -> Environment:
+    """The pool's containers shut down (an executor's report); its charges are freed."""
+    who.require_executor("stop environments")
+    return store.stop_environment(name).environment
