@@ -153,7 +153,7 @@ class Store(Protocol):
     def list_queues(self) -> list[QueueRecord]: ...
     def set_draining(self, name: str, draining: bool) -> QueueRecord: ...
     def delete_queue(self, name: str) -> None: ...
-    def queue_counts(self) -> dict[str, QueueCounts]: ...
+    def queue_counts(self, queue: str | None = None) -> dict[str, QueueCounts]: ...
 
     def put_cluster(self, cluster: Cluster) -> None: ...
     def get_cluster(self, name: str) -> Cluster: ...
@@ -528,12 +528,14 @@ class SqliteStore:
             conn.execute("DELETE FROM environments WHERE queue = ?", (name,))
             conn.execute("DELETE FROM queues WHERE name = ?", (name,))
 
-    def queue_counts(self) -> dict[str, QueueCounts]:
+    def queue_counts(self, queue: str | None = None) -> dict[str, QueueCounts]:
+        """Live actions per queue (of one queue, when named)."""
+        sql = f"SELECT queue, phase, COUNT(*) FROM actions WHERE phase IN {_LIVE_SQL}"
+        args: tuple[str, ...] = ()
+        if queue is not None:
+            sql, args = sql + " AND queue = ?", (queue,)
         with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT queue, phase, COUNT(*) FROM actions WHERE phase IN {_LIVE_SQL}"
-                " GROUP BY queue, phase"
-            ).fetchall()
+            rows = conn.execute(sql + " GROUP BY queue, phase", args).fetchall()
         tallies: dict[str, dict[str, int]] = {}
         for queue, phase, count in rows:
             tallies.setdefault(queue, {})[phase] = count

@@ -21,7 +21,7 @@ def queue_views(
 
 def queue_view(store: Store, ticker: TickLoop, name: str) -> QueuePublic:
     record = store.get_queue(name)
-    return _view(record, store.queue_counts(), ticker)
+    return _view(record, store.queue_counts(name), ticker)
 
 
 def _view(record: QueueRecord, counts: dict[str, QueueCounts], ticker: TickLoop) -> QueuePublic:
