@@ -21,7 +21,7 @@ from typing import Any, NoReturn, TypeVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from models.arrow_schema import (
     DEVICE_COLUMNS,
@@ -29,10 +29,22 @@ from models.arrow_schema import (
     SNAPSHOT_TABLES,
     SNAPSHOT_VERSION,
     SNAPSHOT_VERSION_KEY,
+    TABLES_OF_VERSION,
 )
 from models.devices import AcceleratorRequest, parse_device
 from models.errors import InternalError, InvalidInput
 from models.quantity import parse_quantity
+from models.quota import (
+    MAX_PRIORITY,
+    MAX_SHARES_PER_JOB_QUEUE,
+    Job,
+    JobQueue,
+    JobState,
+    QuotaShare,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    parse_instance_type,
+)
 from models.snapshot import (
     DEFAULT_QUEUE,
     Action,
@@ -133,18 +145,30 @@ def _combine(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return array
 
 
-def _conform(source: str, name: str, table: pa.Table) -> _Table:
+def _version_of(table: pa.Table) -> str | None:
+    version = (table.schema.metadata or {}).get(SNAPSHOT_VERSION_KEY)
+    return None if version is None else version.decode(errors="replace")
+
+
+def _conform(source: str, name: str, table: pa.Table, snapshot_version: str) -> _Table:
     """Check the version and column types of one table; cast it to its schema's exact types."""
     schema = SNAPSHOT_TABLES[name]
-    version = (table.schema.metadata or {}).get(SNAPSHOT_VERSION_KEY)
+    version = _version_of(table)
     if version is None:
         _table_error(source, name, "has no schema version (metadata key sluice.snapshot.version)")
-    if version != SNAPSHOT_VERSION.encode():
+    if version not in TABLES_OF_VERSION:
         _table_error(
             source,
             name,
-            f"unknown schema version {version.decode(errors='replace')!r};"
-            f" this reader knows version {SNAPSHOT_VERSION}",
+            f"unknown schema version {version!r};"
+            f" this reader knows versions {', '.join(TABLES_OF_VERSION)}",
+        )
+    if version != snapshot_version:
+        _table_error(
+            source,
+            name,
+            f"has schema version {version}, but table settings has {snapshot_version};"
+            " a snapshot's tables share one version",
         )
     for column in table.column_names:
         # pandas stores its index as such a column when it writes Parquet
@@ -337,7 +361,10 @@ def _check_exactly_one_owner(table: _Table) -> None:
 
 
 class _Checked:
-    """The seven tables after every rule; indexes into each other built once."""
+    """The tables after every rule; indexes into each other built once.
+
+    `quota` holds the job queues' Snapshot fields, already built (see _quota).
+    """
 
     def __init__(self, tables: dict[str, _Table]) -> None:
         self.settings = tables["settings"]
@@ -354,6 +381,7 @@ class _Checked:
         self._actions()
         self._containers()
         self._placements()
+        self.quota = _quota(tables) if "jobs" in tables else {}
 
     def _settings(self) -> None:
         settings = self.settings
@@ -598,11 +626,20 @@ def _take(array: pa.Array, index: np.ndarray) -> pa.Array:
 
 
 def snapshot_from_tables(tables: Mapping[str, pa.Table], source: str = "snapshot") -> Snapshot:
-    """Validate the seven snapshot tables column-wise and build the Snapshot they describe."""
-    for name in SNAPSHOT_TABLES:
+    """Validate the snapshot tables column-wise and build the Snapshot they describe.
+
+    The settings table's version says which tables there are: version 1 has no job
+    queues (tables of later versions beside them are ignored), version 2 has them.
+    """
+    settings = tables.get("settings")
+    version = _version_of(settings) if settings is not None else None
+    if version not in TABLES_OF_VERSION:
+        version = SNAPSHOT_VERSION  # the settings table's own check names the problem
+    names = TABLES_OF_VERSION[version]
+    for name in names:
         if name not in tables:
             _table_error(source, name, "is missing")
-    checked = _Checked({name: _conform(source, name, tables[name]) for name in SNAPSHOT_TABLES})
+    checked = _Checked({name: _conform(source, name, tables[name], version) for name in names})
     return _build(checked)
 
 
@@ -631,6 +668,7 @@ def _models(checked: _Checked) -> Snapshot:
         clusters=_clusters(checked.clusters),
         actions=_actions(checked),
         environments=_environments(checked),
+        **checked.quota,
     )
 
 
@@ -861,5 +899,233 @@ def _actions(t: _Checked) -> list[Action]:
             "environment": a["environment"].to_pylist(),
             "max_queued_time": _durations(a["max_queued_time"]),
             "deadline": deadlines,
+        },
+    )
+
+
+# --- quota-managed job queues (schema version 2) ------------------------------------------------
+
+
+def _quota(tables: dict[str, _Table]) -> dict[str, list[Any]]:
+    """The job queues' Snapshot fields from their five tables, every rule checked.
+
+    Policies, environments, queues and shares are few (a queue holds at most 20
+    shares), so each row is validated by its own model: the rules stay in
+    models.quota, and an error still names the table, row and column. Jobs can be
+    many, so they are checked column-wise and built without validating again.
+    """
+    policies_table = tables["scheduling_policies"]
+    environments_table = tables["service_environments"]
+    for table in (policies_table, environments_table, tables["job_queues"]):
+        _check_unique(table, "name", table["name"], _WHAT[table.name])
+    policies = _validated_rows(
+        policies_table,
+        SchedulingPolicy,
+        [
+            {
+                "name": name,
+                "quota_share_policy": None
+                if strategy is None
+                else {"idle_resource_assignment_strategy": strategy},
+            }
+            for name, strategy in zip(
+                policies_table["name"].to_pylist(),
+                policies_table["quota_share_policy"].to_pylist(),
+                strict=True,
+            )
+        ],
+    )
+    environments = _validated_rows(
+        environments_table,
+        ServiceEnvironment,
+        [
+            {"name": name, "type": type_, "capacity_limits": limits}
+            for name, type_, limits in zip(
+                environments_table["name"].to_pylist(),
+                environments_table["type"].to_pylist(),
+                _capacity_limits(environments_table),
+                strict=True,
+            )
+        ],
+    )
+    return {
+        "scheduling_policies": policies,
+        "service_environments": environments,
+        "job_queues": _job_queues(tables),
+        "jobs": _jobs(tables),
+    }
+
+
+_WHAT = {
+    "scheduling_policies": "scheduling policy",
+    "service_environments": "service environment",
+    "job_queues": "job queue",
+}
+
+
+def _capacity_limits(table: _Table) -> list[dict[str, int]]:
+    """Each row's capacity limits as a dict; an instance type given twice in a row fails."""
+    limits = []
+    for row, pairs in enumerate(table["capacity_limits"].to_pylist()):
+        keys = [key for key, _ in pairs]
+        repeated = next((key for i, key in enumerate(keys) if key in keys[:i]), None)
+        if repeated is not None:
+            table.fail(row, "capacity_limits", f"{repeated} is limited twice")
+        limits.append(dict(pairs))
+    return limits
+
+
+def _validated_rows(table: _Table, model: type[M], rows: Sequence[dict[str, Any]]) -> list[M]:
+    """One model per row, validated; the first problem names its row and column.
+
+    Columns are named as the model's fields; a rule across fields (a model
+    validator) names its column through the error's `field`.
+    """
+    models = []
+    for row, data in enumerate(rows):
+        try:
+            models.append(model.model_validate(data))
+        except ValidationError as error:
+            problem = error.errors()[0]
+            cause = problem.get("ctx", {}).get("error")
+            field = str(problem["loc"][0]) if problem["loc"] else getattr(cause, "field", None)
+            column = field or "name"
+            message = str(problem["msg"]).removeprefix("Value error, ")
+            table.fail(row, column, message.removeprefix(f"{column}: ").removeprefix(f"{column}."))
+    return models
+
+
+def _job_queues(tables: dict[str, _Table]) -> list[JobQueue]:
+    """Job queues with their shares (a queue's shares in row order), references checked."""
+    queues, shares = tables["job_queues"], tables["quota_shares"]
+    for column, target in (
+        ("scheduling_policy", "scheduling_policies"),
+        ("service_environment", "service_environments"),
+    ):
+        index = _lookup(queues[column], tables[target]["name"])
+        _check_reference(queues, column, index, _WHAT[target])
+    owner = _lookup(shares["job_queue"], queues["name"])
+    _check_reference(shares, "job_queue", owner, "job queue")
+    _check_unique(shares, "name", _key(shares["job_queue"], shares["name"]), "quota share")
+    # The share's rank within its queue: the 21st share of a queue is the first too many.
+    rank = np.zeros(shares.rows, np.int64)
+    seen = np.zeros(queues.rows, np.int64)
+    for row, queue in enumerate(owner.tolist()):
+        rank[row] = seen[queue]
+        seen[queue] += 1
+    shares.check(
+        rank >= MAX_SHARES_PER_JOB_QUEUE,
+        "job_queue",
+        lambda row: (
+            f"job queue {shares.value('job_queue', row)} has more than"
+            f" {MAX_SHARES_PER_JOB_QUEUE} quota shares"
+        ),
+    )
+    queues.check(
+        seen == 0,
+        "name",
+        lambda _: (
+            f"has no rows in table quota_shares; a job queue holds 1 to"
+            f" {MAX_SHARES_PER_JOB_QUEUE} quota shares"
+        ),
+    )
+    built_shares = _validated_rows(
+        shares,
+        QuotaShare,
+        [
+            {
+                "name": name,
+                "capacity_limits": limits,
+                "strategy": strategy,
+                "borrow_limit": borrow_limit,
+                "in_share_preemption": preemption,
+            }
+            for name, limits, strategy, borrow_limit, preemption in zip(
+                shares["name"].to_pylist(),
+                _capacity_limits(shares),
+                shares["strategy"].to_pylist(),
+                shares["borrow_limit"].to_pylist(),
+                shares["in_share_preemption"].to_pylist(),
+                strict=True,
+            )
+        ],
+    )
+    grouped = _grouped(owner, built_shares, queues.rows)
+    return _validated_rows(
+        queues,
+        JobQueue,
+        [
+            {
+                "name": name,
+                "type": type_,
+                "state": state,
+                "scheduling_policy": policy,
+                "service_environment": environment,
+                "quota_shares": queue_shares,
+            }
+            for name, type_, state, policy, environment, queue_shares in zip(
+                queues["name"].to_pylist(),
+                queues["type"].to_pylist(),
+                queues["state"].to_pylist(),
+                queues["scheduling_policy"].to_pylist(),
+                queues["service_environment"].to_pylist(),
+                grouped,
+                strict=True,
+            )
+        ],
+    )
+
+
+def _jobs(tables: dict[str, _Table]) -> list[Job]:
+    """Jobs, checked column-wise as models.quota.Job and check_quota_references check them."""
+    j, queues, shares = tables["jobs"], tables["job_queues"], tables["quota_shares"]
+    _check_names(j, "id")
+    _check_unique(j, "id", j["id"], "job")
+    _check_reference(j, "job_queue", _lookup(j["job_queue"], queues["name"]), "job queue")
+    share = _lookup(_key(j["job_queue"], j["share"]), _key(shares["job_queue"], shares["name"]))
+    j.check(
+        share < 0,
+        "share",
+        lambda row: (
+            f"job queue {j.value('job_queue', row)} has no quota share {j.value('share', row)!r}"
+        ),
+    )
+    j.check(
+        pc.or_(pc.less(j["priority"], 0), pc.greater(j["priority"], MAX_PRIORITY)),
+        "priority",
+        lambda row: f"{j.value('priority', row)} is outside 0..{MAX_PRIORITY}",
+    )
+    j.check(pc.less(j["count"], 1), "count", lambda _: "must be at least 1 instance")
+    _check_enum(j, "state", [state.value for state in JobState])
+    queued = pc.equal(j["state"], JobState.QUEUED.value)
+    j.check(
+        pc.and_(pc.invert(queued), j["started_at"].is_null()),
+        "started_at",
+        lambda row: f"is null for a {j.value('state', row)} job",
+    )
+    j.check(
+        pc.and_(queued, j["started_at"].is_valid()),
+        "started_at",
+        lambda _: "is set for a QUEUED job",
+    )
+    instance_types = _parsed(
+        j,
+        "instance_type",
+        j["instance_type"],
+        lambda text: parse_instance_type(text, "instance_type"),
+        pa.string(),
+    )
+    return _instances(
+        Job,
+        {
+            "id": j["id"].to_pylist(),
+            "job_queue": j["job_queue"].to_pylist(),
+            "share": j["share"].to_pylist(),
+            "priority": j["priority"].to_pylist(),
+            "instance_type": instance_types.to_pylist(),
+            "count": j["count"].to_pylist(),
+            "state": _distinct(j["state"], JobState),
+            "submitted_at": _times(j["submitted_at"]),
+            "started_at": _times(j["started_at"]),
         },
     )

@@ -32,10 +32,21 @@ from models.arrow_schema import (
     ENVIRONMENTS,
     ENVIRONMENTS_STARTED,
     FAILED,
+    JOB_QUEUES,
+    JOBS,
     PLACEMENTS,
     QUEUE_HEADS,
     QUEUES,
+    QUOTA_FAILED,
+    QUOTA_JOB_QUEUES,
+    QUOTA_PREEMPTED,
+    QUOTA_SCHEDULED,
+    QUOTA_SHARES,
+    QUOTA_USAGE,
+    QUOTA_WAITING,
     SCHEDULED,
+    SCHEDULING_POLICIES,
+    SERVICE_ENVIRONMENTS,
     SETTINGS,
     SNAPSHOT_TABLES,
     SNAPSHOT_VERSION,
@@ -46,6 +57,7 @@ from models.arrow_schema import (
 )
 from models.errors import InvalidInput
 from models.quantity import parse_quantity
+from models.quota_result import QuotaTickResult
 from models.result import UNTYPED_GPU, QueueMetrics, TickResult
 from models.snapshot import Container, Environment, Placement, Snapshot
 
@@ -55,6 +67,7 @@ STREAM_MEDIA_TYPE = "application/vnd.apache.arrow.stream"
 __all__ = [
     "CARRIED",
     "STREAM_MEDIA_TYPE",
+    "quota_result_tables",
     "read_snapshot",
     "read_snapshot_stream",
     "read_tables",
@@ -77,12 +90,23 @@ def _table(schema: pa.Schema, columns: Mapping[str, list[Any]]) -> pa.Table:
 # --- snapshot -> tables ---------------------------------------------------------------------------
 
 
-CARRIED = ("now", "settings", "queues", "clusters", "actions", "environments")
+CARRIED = (
+    "now",
+    "settings",
+    "queues",
+    "clusters",
+    "actions",
+    "environments",
+    "scheduling_policies",
+    "service_environments",
+    "job_queues",
+    "jobs",
+)
 """The Snapshot fields the snapshot tables hold."""
 
 
 def snapshot_tables(snapshot: Snapshot) -> dict[str, pa.Table]:
-    """The seven snapshot tables of `snapshot` (see models.arrow_schema)."""
+    """The twelve snapshot tables of `snapshot` (see models.arrow_schema)."""
     _check_carried(snapshot)
     return {
         "settings": _table(
@@ -120,6 +144,7 @@ def snapshot_tables(snapshot: Snapshot) -> dict[str, pa.Table]:
         "actions": _actions_table(snapshot),
         "containers": _containers_table(snapshot),
         "placements": _placements_table(snapshot),
+        **_quota_tables(snapshot),
     }
 
 
@@ -233,6 +258,70 @@ def _placements_table(snapshot: Snapshot) -> pa.Table:
     )
 
 
+def _quota_tables(snapshot: Snapshot) -> dict[str, pa.Table]:
+    """The quota-managed job queues' five tables (schema version 2)."""
+    policies, environments = snapshot.scheduling_policies, snapshot.service_environments
+    queues, jobs = snapshot.job_queues, snapshot.jobs
+    shares = [(queue.name, share) for queue in queues for share in queue.quota_shares]
+    return {
+        "scheduling_policies": _table(
+            SCHEDULING_POLICIES,
+            {
+                "name": [p.name for p in policies],
+                "quota_share_policy": [
+                    p.quota_share_policy.idle_resource_assignment_strategy.value
+                    if p.quota_share_policy
+                    else None
+                    for p in policies
+                ],
+            },
+        ),
+        "service_environments": _table(
+            SERVICE_ENVIRONMENTS,
+            {
+                "name": [e.name for e in environments],
+                "type": [e.type.value for e in environments],
+                "capacity_limits": [list(e.capacity_limits.items()) for e in environments],
+            },
+        ),
+        "job_queues": _table(
+            JOB_QUEUES,
+            {
+                "name": [q.name for q in queues],
+                "type": [q.type.value for q in queues],
+                "state": [q.state.value for q in queues],
+                "scheduling_policy": [q.scheduling_policy for q in queues],
+                "service_environment": [q.service_environment for q in queues],
+            },
+        ),
+        "quota_shares": _table(
+            QUOTA_SHARES,
+            {
+                "job_queue": [queue for queue, _ in shares],
+                "name": [s.name for _, s in shares],
+                "capacity_limits": [list(s.capacity_limits.items()) for _, s in shares],
+                "strategy": [s.strategy.value for _, s in shares],
+                "borrow_limit": [s.borrow_limit for _, s in shares],
+                "in_share_preemption": [s.in_share_preemption for _, s in shares],
+            },
+        ),
+        "jobs": _table(
+            JOBS,
+            {
+                "id": [j.id for j in jobs],
+                "job_queue": [j.job_queue for j in jobs],
+                "share": [j.share for j in jobs],
+                "priority": [j.priority for j in jobs],
+                "instance_type": [j.instance_type for j in jobs],
+                "count": [j.count for j in jobs],
+                "state": [j.state.value for j in jobs],
+                "submitted_at": [j.submitted_at for j in jobs],
+                "started_at": [j.started_at for j in jobs],
+            },
+        ),
+    }
+
+
 # --- tick result -> tables ------------------------------------------------------------------------
 
 
@@ -310,6 +399,99 @@ def result_tables(result: TickResult) -> dict[str, pa.Table]:
                 "status": [result.solver.status.value],
                 "wall_time_s": [result.solver.wall_time_s],
                 "limit_hit": [result.solver.limit_hit],
+            },
+        ),
+        **quota_result_tables(result.quota),
+    }
+
+
+def quota_result_tables(result: QuotaTickResult | None) -> dict[str, pa.Table]:
+    """The quota part of a tick as six tables (empty when the snapshot has no job queues)."""
+    scheduled = result.scheduled if result else []
+    preempted = result.preempted if result else []
+    waiting = result.waiting if result else []
+    failed = result.failed if result else []
+    queues = list(result.job_queues.values()) if result else []
+    shares = [(q.name, s) for q in queues for s in q.shares.values()]
+    usage = [
+        (queue, share, instance_type)
+        for queue, share in shares
+        for instance_type in sorted(share.capacity_limits.keys() | share.usage.keys())
+    ]
+    pools = [(q, t) for q in queues for t in sorted(q.max_capacity.keys() | q.usage.keys())]
+    return {
+        "quota_scheduled": _table(
+            QUOTA_SCHEDULED,
+            {
+                "job": [s.job for s in scheduled],
+                "job_queue": [s.job_queue for s in scheduled],
+                "share": [s.share for s in scheduled],
+                "instance_type": [s.instance_type for s in scheduled],
+                "count": [s.count for s in scheduled],
+            },
+        ),
+        "quota_preempted": _table(
+            QUOTA_PREEMPTED,
+            {
+                "job": [p.job for p in preempted],
+                "job_queue": [p.job_queue for p in preempted],
+                "share": [p.share for p in preempted],
+                "instance_type": [p.instance_type for p in preempted],
+                "count": [p.count for p in preempted],
+                "reason": [p.reason.value for p in preempted],
+                "beneficiary": [p.beneficiary for p in preempted],
+                "message": [p.message for p in preempted],
+                "position": [p.position for p in preempted],
+            },
+        ),
+        "quota_waiting": _table(
+            QUOTA_WAITING,
+            {
+                "job": [w.job for w in waiting],
+                "job_queue": [w.job_queue for w in waiting],
+                "share": [w.share for w in waiting],
+                "reason": [w.reason.value for w in waiting],
+                "message": [w.message for w in waiting],
+                "position": [w.position for w in waiting],
+            },
+        ),
+        "quota_failed": _table(
+            QUOTA_FAILED,
+            {
+                "job": [f.job for f in failed],
+                "job_queue": [f.job_queue for f in failed],
+                "share": [f.share for f in failed],
+                "code": [f.code.value for f in failed],
+                "message": [f.message for f in failed],
+            },
+        ),
+        "quota_usage": _table(
+            QUOTA_USAGE,
+            {
+                "job_queue": [queue for queue, _, _ in usage],
+                "share": [share.name for _, share, _ in usage],
+                "strategy": [share.strategy.value for _, share, _ in usage],
+                "instance_type": [t for _, _, t in usage],
+                "capacity_limit": [share.capacity_limits.get(t, 0) for _, share, t in usage],
+                "borrow_limit": [share.borrow_limit for _, share, _ in usage],
+                "used": [share.usage.get(t, 0) for _, share, t in usage],
+                "borrowed": [share.borrowed.get(t, 0) for _, share, t in usage],
+                "lent": [share.lent.get(t, 0) for _, share, t in usage],
+                "queued": [len(share.line) for _, share, _ in usage],
+            },
+        ),
+        "quota_job_queues": _table(
+            QUOTA_JOB_QUEUES,
+            {
+                "job_queue": [q.name for q, _ in pools],
+                "state": [q.status.state.value for q, _ in pools],
+                "status": [q.status.status.value for q, _ in pools],
+                "reason": [q.status.reason for q, _ in pools],
+                "service_environment": [q.service_environment for q, _ in pools],
+                "instance_type": [t for _, t in pools],
+                "max_capacity": [q.max_capacity.get(t, 0) for q, t in pools],
+                "used": [q.usage.get(t, 0) for q, t in pools],
+                "unassigned_used": [q.unassigned_used.get(t, 0) for q, t in pools],
             },
         ),
     }

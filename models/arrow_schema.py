@@ -1,10 +1,12 @@
 """Every Arrow table Sluice writes or reads, as one explicit schema each.
 
-A snapshot is the whole input of one tick as seven tables; a tick result is
-seven more; a what-if comparison adds three and a sweep two. Tables are always
-built against these constants, never by type inference, and every schema
-carries its version and table name in the metadata so a reader can refuse a
-file it does not understand (see docs/README-whatif.md for each column).
+A snapshot is the whole input of one tick as twelve tables (seven for the
+capped queues, five for the quota-managed job queues); a tick result is
+thirteen more (six of them for the job queues); a what-if comparison adds
+three and a sweep two. Tables are always built against these constants, never
+by type inference, and every schema carries its version and table name in the
+metadata so a reader can refuse a file it does not understand (see
+docs/README-whatif.md and docs/README-quota.md for each column).
 
 Choices where the issue left room:
 - Quantities are int64 in solver units (cpu in millicores, memory and every
@@ -20,14 +22,19 @@ Choices where the issue left room:
   `nvidia_gpu/nvidia-a100/1g.5gb`); a reader also accepts any alias.
 - Arrival order is row order of `actions`; container order is row order
   within an action.
+- Version 2 added the quota-managed job queues (models.quota): scheduling
+  policies, service environments, job queues, their quota shares (one row per
+  share, in each queue's order) and jobs (row order is arrival order). A
+  version-1 snapshot has none of those tables and reads as having no job queues.
+  Capacity limits are `map<string, int64>` (instance type to count), like caps.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-SNAPSHOT_VERSION = "1"
-RESULT_VERSION = "1"
+SNAPSHOT_VERSION = "2"
+RESULT_VERSION = "2"
 SNAPSHOT_VERSION_KEY = b"sluice.snapshot.version"
 RESULT_VERSION_KEY = b"sluice.result.version"
 TABLE_KEY = b"sluice.table"
@@ -37,6 +44,8 @@ DURATION = pa.duration("us")
 AMOUNTS = pa.map_(pa.string(), pa.int64())
 """Resource (or canonical device) to an amount in solver units."""
 LABELS = pa.map_(pa.string(), pa.string())
+CAPACITY_LIMITS = pa.map_(pa.string(), pa.int64())
+"""SageMaker Training instance type (`ml.g5.xlarge`) to the most instances of it."""
 
 
 def _required(name: str, type_: pa.DataType) -> pa.Field:
@@ -142,6 +151,63 @@ PLACEMENTS = _snapshot_table(
     _required("node", pa.int64()),
 )
 
+# Quota-managed job queues (version 2). Enumerations are written as their models spell them.
+
+SCHEDULING_POLICIES = _snapshot_table(
+    "scheduling_policies",
+    _required("name", pa.string()),
+    # the quota share policy's idle_resource_assignment_strategy (FIFO); null: the policy has
+    # no quota share policy (a job queue using it is INVALID)
+    _optional("quota_share_policy", pa.string()),
+)
+
+SERVICE_ENVIRONMENTS = _snapshot_table(
+    "service_environments",
+    _required("name", pa.string()),
+    _required("type", pa.string()),  # SAGEMAKER_TRAINING
+    _required("capacity_limits", CAPACITY_LIMITS),
+)
+
+JOB_QUEUES = _snapshot_table(
+    "job_queues",
+    _required("name", pa.string()),
+    _required("type", pa.string()),  # SAGEMAKER_TRAINING
+    _required("state", pa.string()),  # ENABLED | DISABLED
+    _required("scheduling_policy", pa.string()),
+    _required("service_environment", pa.string()),
+)
+
+QUOTA_SHARES = _snapshot_table(
+    "quota_shares",  # one row per share; a job queue's shares in row order
+    _required("job_queue", pa.string()),
+    _required("name", pa.string()),  # unique within its job queue
+    _required("capacity_limits", CAPACITY_LIMITS),  # 1 to 5 instance types
+    _required("strategy", pa.string()),  # RESERVE | LEND | LEND_AND_BORROW
+    _optional("borrow_limit", pa.int64()),  # percent; null (or -1): unlimited
+    _required("in_share_preemption", pa.bool_()),
+)
+
+JOBS = _snapshot_table(
+    "jobs",  # row order is arrival order (with submitted_at)
+    _required("id", pa.string()),
+    _required("job_queue", pa.string()),
+    _required("share", pa.string()),
+    _required("priority", pa.int64()),  # 0..9999, higher first
+    _required("instance_type", pa.string()),
+    _required("count", pa.int64()),  # instances, at least 1
+    _required("state", pa.string()),  # QUEUED | SCHEDULED | STARTING | RUNNING
+    _required("submitted_at", TIMESTAMP),
+    _optional("started_at", TIMESTAMP),  # when it got capacity; null exactly when QUEUED
+)
+
+QUOTA_SNAPSHOT_TABLES: dict[str, pa.Schema] = {
+    "scheduling_policies": SCHEDULING_POLICIES,
+    "service_environments": SERVICE_ENVIRONMENTS,
+    "job_queues": JOB_QUEUES,
+    "quota_shares": QUOTA_SHARES,
+    "jobs": JOBS,
+}
+
 SNAPSHOT_TABLES: dict[str, pa.Schema] = {
     "settings": SETTINGS,
     "queues": QUEUES,
@@ -150,8 +216,15 @@ SNAPSHOT_TABLES: dict[str, pa.Schema] = {
     "actions": ACTIONS,
     "containers": CONTAINERS,
     "placements": PLACEMENTS,
+    **QUOTA_SNAPSHOT_TABLES,
 }
 """Every snapshot table, in the order a stream carries them."""
+
+TABLES_OF_VERSION: dict[str, tuple[str, ...]] = {
+    "1": tuple(name for name in SNAPSHOT_TABLES if name not in QUOTA_SNAPSHOT_TABLES),
+    SNAPSHOT_VERSION: tuple(SNAPSHOT_TABLES),
+}
+"""The snapshot tables of every version this reader knows; a snapshot's tables share one."""
 
 # Columns holding quantities: `resource` names the unit for a scalar column; None is a map
 # column whose keys name the resource.
@@ -244,6 +317,76 @@ SOLVER = _result_table(
     _required("limit_hit", pa.bool_()),
 )
 
+# The quota-managed job queues' part of a tick (models.quota_result); empty without job queues.
+
+QUOTA_SCHEDULED = _result_table(
+    "quota_scheduled",  # jobs given their instances, in admission order
+    _required("job", pa.string()),
+    _required("job_queue", pa.string()),
+    _required("share", pa.string()),
+    _required("instance_type", pa.string()),
+    _required("count", pa.int64()),
+)
+
+QUOTA_PREEMPTED = _result_table(
+    "quota_preempted",  # jobs stopped and put back in their share's line
+    _required("job", pa.string()),
+    _required("job_queue", pa.string()),
+    _required("share", pa.string()),
+    _required("instance_type", pa.string()),
+    _required("count", pa.int64()),
+    _required("reason", pa.string()),  # models.quota_result.PreemptReason
+    _optional("beneficiary", pa.string()),  # the job it made room for; null: nobody
+    _required("message", pa.string()),
+    _required("position", pa.int64()),  # its place in its share's line after the tick
+)
+
+QUOTA_WAITING = _result_table(
+    "quota_waiting",
+    _required("job", pa.string()),
+    _required("job_queue", pa.string()),
+    _required("share", pa.string()),
+    _required("reason", pa.string()),  # models.quota_result.JobWaitReason
+    _required("message", pa.string()),
+    _required("position", pa.int64()),
+)
+
+QUOTA_FAILED = _result_table(
+    "quota_failed",
+    _required("job", pa.string()),
+    _required("job_queue", pa.string()),
+    _required("share", pa.string()),
+    _required("code", pa.string()),  # models.errors.ErrorCode
+    _required("message", pa.string()),
+)
+
+QUOTA_USAGE = _result_table(
+    "quota_usage",  # per share, one row per instance type it limits or holds
+    _required("job_queue", pa.string()),
+    _required("share", pa.string()),
+    _required("strategy", pa.string()),
+    _required("instance_type", pa.string()),
+    _required("capacity_limit", pa.int64()),  # 0: the share has no limit for the type
+    _optional("borrow_limit", pa.int64()),  # percent; null: unlimited or not borrowing
+    _required("used", pa.int64()),
+    _required("borrowed", pa.int64()),  # held beyond its limit
+    _required("lent", pa.int64()),  # of its limit, in another share's use
+    _required("queued", pa.int64()),  # jobs in its line (preempted ones included)
+)
+
+QUOTA_JOB_QUEUES = _result_table(
+    "quota_job_queues",  # per job queue, one row per instance type of its environment
+    _required("job_queue", pa.string()),
+    _required("state", pa.string()),  # ENABLED | DISABLED
+    _required("status", pa.string()),  # VALID | INVALID
+    _required("reason", pa.string()),  # "JobQueue Healthy", or why INVALID
+    _required("service_environment", pa.string()),
+    _required("instance_type", pa.string()),
+    _required("max_capacity", pa.int64()),
+    _required("used", pa.int64()),
+    _required("unassigned_used", pa.int64()),  # borrowed from capacity no share is given
+)
+
 RESULT_TABLES: dict[str, pa.Schema] = {
     "scheduled": SCHEDULED,
     "environments_started": ENVIRONMENTS_STARTED,
@@ -252,6 +395,12 @@ RESULT_TABLES: dict[str, pa.Schema] = {
     "usage": USAGE,
     "queue_heads": QUEUE_HEADS,
     "solver": SOLVER,
+    "quota_scheduled": QUOTA_SCHEDULED,
+    "quota_preempted": QUOTA_PREEMPTED,
+    "quota_waiting": QUOTA_WAITING,
+    "quota_failed": QUOTA_FAILED,
+    "quota_usage": QUOTA_USAGE,
+    "quota_job_queues": QUOTA_JOB_QUEUES,
 }
 
 # --- what-if comparison ---------------------------------------------------------------------------
