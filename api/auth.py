@@ -122,10 +122,10 @@ class Authenticator:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("the Authorization header must read 'Bearer <token>'")
         token = token.strip()
-        for known, entry in self._tokens.items():
+        for index, (known, entry) in enumerate(self._tokens.items(), start=1):
             if hmac.compare_digest(known.encode(), token.encode()):
                 return Principal(
-                    name=entry.name or f"token …{known[-4:]}",
+                    name=entry.name or f"token #{index} of the auth file",
                     role=entry.role,
                     queues=frozenset(entry.queues),
                 )
