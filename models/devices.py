@@ -91,10 +91,10 @@ def parse_device(text: str, field: str) -> Device:
     if short is None:
         known = ", ".join(sorted({aliases[0] for _, aliases in _DEVICES.values()}))
         raise InvalidInput(f"{field}: unknown device {text!r}; known devices: {known}", field=field)
-    partition = partition.strip().lower() or None
-    if partition is not None and not _PARTITION.match(partition):
-        raise InvalidInput(f"{field}: {partition!r} is not a partition size (example: 1g.5gb)")
-    return Device(_DEVICES[short][0], short, partition)
+    size = partition.strip().lower() or None
+    if size is not None and not _PARTITION.match(size):
+        raise InvalidInput(f"{field}: {size!r} is not a partition size (example: 1g.5gb)")
+    return Device(_DEVICES[short][0], short, size)
 
 
 @dataclass(frozen=True)

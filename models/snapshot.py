@@ -123,7 +123,10 @@ class Container(Strict):
     gpu: GpuRequest = None
     node_selector: dict[str, str] = Field(default_factory=dict)
 
-    _lift_gpu = model_validator(mode="before")(classmethod(lambda cls, data: _lift_gpu(data)))
+    @model_validator(mode="before")
+    @classmethod
+    def _gpu_in_resources(cls, data: Any) -> Any:
+        return _lift_gpu(data)
 
 
 class ContainerPlacement(Strict):
@@ -192,7 +195,10 @@ class Environment(Strict):
     running: bool = False
     placement: Placement | None = None
 
-    _lift_gpu = model_validator(mode="before")(classmethod(lambda cls, data: _lift_gpu(data)))
+    @model_validator(mode="before")
+    @classmethod
+    def _gpu_in_resources(cls, data: Any) -> Any:
+        return _lift_gpu(data)
 
     @model_validator(mode="after")
     def _placed_when_running(self) -> Self:
@@ -263,19 +269,20 @@ class Snapshot(Strict):
             if action.queue not in queues:
                 raise InvalidInput(f"action {action.id}: unknown queue {action.queue!r}")
             if action.environment is not None:
-                env = environments.get(action.environment)
-                if env is None:
+                joined = environments.get(action.environment)
+                if joined is None:
                     raise InvalidInput(
                         f"action {action.id}: unknown environment {action.environment!r}"
                     )
-                if env.queue != action.queue:
+                if joined.queue != action.queue:
                     raise InvalidInput(
-                        f"action {action.id}: environment {env.name} belongs to queue {env.queue},"
-                        f" not {action.queue}"
+                        f"action {action.id}: environment {joined.name} belongs to queue"
+                        f" {joined.queue}, not {action.queue}"
                     )
-                if action.state is ActionState.RUNNING and not env.running:
+                if action.state is ActionState.RUNNING and not joined.running:
                     raise InvalidInput(
-                        f"action {action.id}: runs in environment {env.name}, which is not running"
+                        f"action {action.id}: runs in environment {joined.name},"
+                        " which is not running"
                     )
             if action.placement is not None:
                 if action.state is ActionState.QUEUED:

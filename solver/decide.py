@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from models.result import WaitReason
 from solver.failfast import Failure
 from solver.model import Feasibility, PlacementModel, Scope, Unit
@@ -217,8 +219,8 @@ class Decider:
         """The pools of one cluster the action may use, when their free room could hold it."""
         pools = sorted({p for item in items for p in item.pools[cluster]})
         room = self.problem.pools[pools[0]].room
-        free = sum(ledger.free[p].sum(axis=0) for p in pools)
-        wanted = sum(item.request for item in items)
+        free = np.sum([ledger.free[p].sum(axis=0) for p in pools], axis=0)
+        wanted = np.sum([item.request for item in items], axis=0)
         bounded = room < UNBOUNDED
         if (free[bounded] < wanted[bounded]).any():
             return None

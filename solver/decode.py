@@ -75,13 +75,13 @@ def decode(
                 )
             )
     for e, placement in sorted(plan.env_started.items()):
-        env = problem.envs[e]
+        started = problem.envs[e]
         result.environments_started.append(
             EnvironmentStart(
-                environment=env.name,
-                queue=problem.queues[env.queue].name,
+                environment=started.name,
+                queue=problem.queues[started.queue].name,
                 cluster=problem.cluster_names[placement.cluster],
-                containers=_containers(problem, env.items, placement, new_nodes),
+                containers=_containers(problem, started.items, placement, new_nodes),
             )
         )
     result.queues = _metrics(snapshot, problem, plan, failures, heads)
@@ -142,18 +142,14 @@ def _metrics(
     metrics = {}
     for q, (queue, spec) in enumerate(zip(problem.queues, snapshot.queues, strict=True)):
         usage = plan.usage[q]
-        head = heads.get(q)
-        blocked = queue.strict and head is not None
+        head = heads.get(q) if queue.strict else None
+        blocked = head is not None
         since = None
-        if blocked:
-            # The line has been stuck since the last tick it moved.
-            since = (
-                spec.head_blocked_since
-                if spec.head_blocked_since and q not in moved
-                else problem.now
-            )
         behind = 0
-        if blocked:
+        if head is not None:
+            # The line has been stuck since the last tick it moved.
+            moved_now = q in moved or spec.head_blocked_since is None
+            since = problem.now if moved_now else spec.head_blocked_since
             behind = sum(
                 1
                 for action in problem.actions[head + 1 :]

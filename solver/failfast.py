@@ -168,7 +168,7 @@ def _cluster_refuses(
             if item.request[d] > largest.room[d]
         ]
         return f"{what} is larger than any node (largest: pool {largest.name}, {', '.join(short)})"
-    total = sum(item.request for item in items)
+    total = np.sum([item.request for item in items], axis=0)
     capacity = problem.full_scale_room(
         tuple(sorted({p for item in items for p in item.pools[cluster]}))
     )

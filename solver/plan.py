@@ -285,9 +285,9 @@ class Plan:
             self.free[p][slot] -= item.request
             taken.append((p, slot, item.request))
             spots[i] = spot
-            if item.untyped and self.problem.pools[p].device in queue.device_caps:
-                device = self.problem.pools[p].device
-                device_extra[device] = device_extra.get(device, 0) + item.gpus  # type: ignore[index]
+            landed = self.problem.pools[p].device
+            if item.untyped and landed is not None and landed in queue.device_caps:
+                device_extra[landed] = device_extra.get(landed, 0) + item.gpus
         for p, slot, request in taken:
             self.free[p][slot] += request
         return tuple(spots) if ok else None  # type: ignore[arg-type]

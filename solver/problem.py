@@ -14,7 +14,7 @@ import numpy as np
 
 from models.devices import NVIDIA_GPU
 from models.quantity import CPU, MEMORY
-from models.snapshot import ActionState, Container, Scheduling, Snapshot
+from models.snapshot import ActionState, Container, Placement, Scheduling, Snapshot
 
 CPU_DIM, MEMORY_DIM, GPU_DIM = 0, 1, 2
 UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not declare
@@ -155,137 +155,53 @@ class Problem:
 
 def compile_snapshot(snapshot: Snapshot) -> Problem:
     """Index the snapshot; pending actions are put in global order (priority, then arrival)."""
-    default_type = snapshot.settings.default_gpu_type
     extras = sorted(
         {r for c in snapshot.clusters for p in c.node_pools for r in p.node.resources}
         - {CPU, MEMORY}
     )
     dims = [CPU, MEMORY, "gpu", *extras]
-    cluster_index = {c.name: i for i, c in enumerate(snapshot.clusters)}
-
-    pools: list[PoolInfo] = []
-    pools_of_cluster: list[list[int]] = []
-    pool_index: dict[tuple[str, str], int] = {}
-    for ci, cluster in enumerate(snapshot.clusters):
-        indices = []
-        for pool in cluster.node_pools:
-            room = np.full(len(dims), UNBOUNDED, dtype=np.int64)
-            for name, amount in pool.node.room.items():
-                room[dims.index(name)] = amount
-            room[GPU_DIM] = pool.node.accelerators
-            full = max(pool.full_scale, pool.nodes)
-            info = PoolInfo(
-                index=len(pools),
-                cluster=ci,
-                name=pool.name,
-                device=pool.node.accelerator if pool.node.accelerators else None,
-                gpus_per_node=pool.node.accelerators,
-                labels=dict(pool.labels),
-                room=room,
-                nodes=pool.nodes,
-                max_nodes=full,
-                used=np.zeros((full, len(dims)), dtype=np.int64),
-            )
-            pool_index[(cluster.name, pool.name)] = info.index
-            indices.append(info.index)
-            pools.append(info)
-        pools_of_cluster.append(indices)
-
-    queues: list[QueueInfo] = []
-    queue_index: dict[str, int] = {}
-    for qi, queue in enumerate(snapshot.queues):
-        routed = (
-            [cluster_index[c] for c in queue.clusters]
-            if queue.clusters is not None
-            else list(range(len(snapshot.clusters)))
-        )
-        queues.append(
-            QueueInfo(
-                index=qi,
-                name=queue.name,
-                strict=queue.scheduling is Scheduling.STRICT_FIFO,
-                priority=queue.priority,
-                caps=dict(queue.max_resources),
-                device_caps=dict(queue.max_accelerators),
-                max_gpus=queue.max_gpus,
-                action_concurrency=queue.action_concurrency,
-                run_concurrency=queue.run_concurrency,
-                depth=queue.depth,
-                clusters=routed,
-            )
-        )
-        queue_index[queue.name] = qi
-
-    compatible_pools: dict[tuple, tuple[dict[int, list[int]], np.ndarray]] = {}
-    matcher = _PoolMatcher(pools, len(dims))
-
-    def make_item(container: Container, queue: QueueInfo) -> Item:
-        request = np.zeros(len(dims), dtype=np.int64)
-        for name, amount in container.resources.items():
-            if name in dims:
-                request[dims.index(name)] = amount
-        gpus, device = 0, None
-        if container.gpu is not None:
-            gpus = container.gpu.count
-            device = container.gpu.device.canonical if container.gpu.device else default_type
-        request[GPU_DIM] = gpus
-        item = Item(container.name, request, gpus, device, dict(container.node_selector))
-        # Containers of one shape are common (replicas, sweeps): match them to pools once.
-        shape = (queue.index, request.tobytes(), device, tuple(sorted(item.selector.items())))
-        known = compatible_pools.get(shape)
-        if known is None:
-            known = compatible_pools[shape] = matcher.match(item, queue)
-        item.pools, item.all_pools = known
-        return item
-
-    def demand_of(containers: list[Container], items: list[Item]) -> Demand:
-        resources: dict[str, int] = {}
-        devices: dict[str, int] = {}
-        untyped = 0
-        for container, item in zip(containers, items, strict=True):
-            for name, amount in container.resources.items():
-                resources[name] = resources.get(name, 0) + amount
-            if item.gpus and item.device is not None:
-                devices[item.device] = devices.get(item.device, 0) + item.gpus
-            elif item.gpus:
-                untyped += item.gpus
-        return Demand(resources, devices, untyped)
+    pools, pools_of_cluster = _compile_pools(snapshot, dims)
+    queues = _compile_queues(snapshot)
+    items = _ItemMaker(dims, pools, snapshot.settings.default_gpu_type)
+    queue_of = {q.name: q for q in queues}
+    pool_of = {(pool.cluster, pool.name): pool for pool in pools}
+    cluster_of = {c.name: i for i, c in enumerate(snapshot.clusters)}
 
     envs: list[EnvInfo] = []
-    env_index: dict[str, int] = {}
-    for ei, env in enumerate(snapshot.environments):
-        queue = queues[queue_index[env.queue]]
-        containers = env.replica_containers()
-        items = [make_item(c, queue) for c in containers]
-        demand = demand_of(containers, items)
-        envs.append(EnvInfo(ei, env.name, queue.index, env.running, items, demand))
-        env_index[env.name] = ei
-        if env.running and env.placement is not None:
-            _charge_running(queue, demand, items, env.placement, pools, pool_index)
+    for e, spec in enumerate(snapshot.environments):
+        queue = queue_of[spec.queue]
+        containers = spec.replica_containers()
+        env_items = items.of(containers, queue)
+        demand = _demand(containers, env_items)
+        envs.append(EnvInfo(e, spec.name, queue.index, spec.running, env_items, demand))
+        if spec.running and spec.placement is not None:
+            cluster = cluster_of[spec.placement.cluster]
+            _charge_running(queue, demand, env_items, spec.placement, cluster, pool_of)
+    env_of = {env.name: env.index for env in envs}
 
     pending = []
     running_env_actions: dict[int, int] = {}
     for position, action in enumerate(snapshot.actions):
-        queue = queues[queue_index[action.queue]]
-        if action.state is ActionState.RUNNING:
-            queue.running += 1
-            queue.active_runs.add(action.run_id)
-            if action.environment is not None:
-                ei = env_index[action.environment]
-                running_env_actions[ei] = running_env_actions.get(ei, 0) + 1
-            elif action.placement is not None:
-                items = [make_item(c, queue) for c in action.containers]
-                demand = demand_of(action.containers, items)
-                _charge_running(queue, demand, items, action.placement, pools, pool_index)
+        queue = queue_of[action.queue]
+        if action.state is ActionState.QUEUED:
+            pending.append((-queue.priority, action.submitted_at, position, action))
             continue
-        pending.append((-queue.priority, action.submitted_at, position, action))
+        queue.running += 1
+        queue.active_runs.add(action.run_id)
+        if action.environment is not None:
+            e = env_of[action.environment]
+            running_env_actions[e] = running_env_actions.get(e, 0) + 1
+        elif action.placement is not None:
+            placed = items.of(action.containers, queue)
+            demand = _demand(action.containers, placed)
+            cluster = cluster_of[action.placement.cluster]
+            _charge_running(queue, demand, placed, action.placement, cluster, pool_of)
     pending.sort(key=lambda entry: entry[:3])
 
     actions = []
     for order, (_, _, _, action) in enumerate(pending):
-        queue = queues[queue_index[action.queue]]
-        items = [make_item(c, queue) for c in action.containers]
-        env = env_index[action.environment] if action.environment is not None else None
+        queue = queue_of[action.queue]
+        action_items = items.of(action.containers, queue)
         actions.append(
             ActionInfo(
                 index=order,
@@ -297,16 +213,15 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
                     action.max_queued_time.total_seconds() if action.max_queued_time else None
                 ),
                 deadline=action.deadline_at(),
-                items=items,
-                demand=demand_of(action.containers, items),
-                env=env,
+                items=action_items,
+                demand=_demand(action.containers, action_items),
+                env=env_of[action.environment] if action.environment is not None else None,
             )
         )
     cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
     for pool in pools:
-        cluster_room[pool.cluster] += np.where(pool.room < UNBOUNDED, pool.room, 0) * pool.max_nodes
+        cluster_room[pool.cluster] += _bounded_room(pool) * pool.max_nodes
     return Problem(
-        cluster_room=cluster_room,
         now=snapshot.now,
         dims=dims,
         queues=queues,
@@ -316,7 +231,113 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         envs=envs,
         actions=actions,
         running_env_actions=running_env_actions,
+        cluster_room=cluster_room,
     )
+
+
+def _bounded_room(pool: PoolInfo) -> np.ndarray:
+    return np.where(pool.room < UNBOUNDED, pool.room, 0)
+
+
+def _compile_pools(snapshot: Snapshot, dims: list[str]) -> tuple[list[PoolInfo], list[list[int]]]:
+    pools: list[PoolInfo] = []
+    pools_of_cluster: list[list[int]] = []
+    for c, cluster in enumerate(snapshot.clusters):
+        indices = []
+        for spec in cluster.node_pools:
+            room = np.full(len(dims), UNBOUNDED, dtype=np.int64)
+            for name, amount in spec.node.room.items():
+                room[dims.index(name)] = amount
+            room[GPU_DIM] = spec.node.accelerators
+            full = max(spec.full_scale, spec.nodes)
+            indices.append(len(pools))
+            pools.append(
+                PoolInfo(
+                    index=len(pools),
+                    cluster=c,
+                    name=spec.name,
+                    device=spec.node.accelerator if spec.node.accelerators else None,
+                    gpus_per_node=spec.node.accelerators,
+                    labels=dict(spec.labels),
+                    room=room,
+                    nodes=spec.nodes,
+                    max_nodes=full,
+                    used=np.zeros((full, len(dims)), dtype=np.int64),
+                )
+            )
+        pools_of_cluster.append(indices)
+    return pools, pools_of_cluster
+
+
+def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
+    cluster_of = {c.name: i for i, c in enumerate(snapshot.clusters)}
+    return [
+        QueueInfo(
+            index=q,
+            name=spec.name,
+            strict=spec.scheduling is Scheduling.STRICT_FIFO,
+            priority=spec.priority,
+            caps=dict(spec.max_resources),
+            device_caps=dict(spec.max_accelerators),
+            max_gpus=spec.max_gpus,
+            action_concurrency=spec.action_concurrency,
+            run_concurrency=spec.run_concurrency,
+            depth=spec.depth,
+            clusters=(
+                [cluster_of[c] for c in spec.clusters]
+                if spec.clusters is not None
+                else list(range(len(snapshot.clusters)))
+            ),
+        )
+        for q, spec in enumerate(snapshot.queues)
+    ]
+
+
+class _ItemMaker:
+    """Containers as request vectors, each with the node pools it may use."""
+
+    def __init__(self, dims: list[str], pools: list[PoolInfo], default_type: str | None) -> None:
+        self.dims = dims
+        self.default_type = default_type
+        self.matcher = _PoolMatcher(pools, len(dims))
+        # Containers of one shape are common (replicas, sweeps): match them to pools once.
+        self.matched: dict[tuple, tuple[dict[int, list[int]], np.ndarray]] = {}
+
+    def of(self, containers: list[Container], queue: QueueInfo) -> list[Item]:
+        return [self.item(c, queue) for c in containers]
+
+    def item(self, container: Container, queue: QueueInfo) -> Item:
+        request = np.zeros(len(self.dims), dtype=np.int64)
+        for name, amount in container.resources.items():
+            if name in self.dims:
+                request[self.dims.index(name)] = amount
+        gpus, device = 0, None
+        if container.gpu is not None:
+            gpus = container.gpu.count
+            device = container.gpu.device.canonical if container.gpu.device else self.default_type
+        request[GPU_DIM] = gpus
+        item = Item(container.name, request, gpus, device, dict(container.node_selector))
+        shape = (queue.index, request.tobytes(), device, tuple(sorted(item.selector.items())))
+        known = self.matched.get(shape)
+        if known is None:
+            known = self.matched[shape] = self.matcher.match(item, queue)
+        item.pools, item.all_pools = known
+        return item
+
+
+def _demand(containers: list[Container], items: list[Item]) -> Demand:
+    """What the containers charge against their queue's caps."""
+    resources: dict[str, int] = {}
+    devices: dict[str, int] = {}
+    untyped = 0
+    for container, item in zip(containers, items, strict=True):
+        for name, amount in container.resources.items():
+            resources[name] = resources.get(name, 0) + amount
+        if item.gpus and item.device is not None:
+            devices[item.device] = devices.get(item.device, 0) + item.gpus
+        elif item.gpus:
+            untyped += item.gpus
+    return Demand(resources, devices, untyped)
 
 
 class _PoolMatcher:
@@ -335,7 +356,7 @@ class _PoolMatcher:
         self.devices = np.array([p.device or "" for p in pools], dtype=object)
         self.whole_nvidia = np.array(
             [p.nvidia and p.device.count("/") == 1 for p in pools],  # type: ignore[union-attr]
-            dtype=bool,
+            dtype=np.bool_,
         )
         self.cluster_of = np.array([p.cluster for p in pools], dtype=np.int64)
         self._selectors: dict[tuple, np.ndarray] = {}
@@ -384,10 +405,11 @@ def _charge_running(
     queue: QueueInfo,
     demand: Demand,
     items: list[Item],
-    placement,  # models.snapshot.Placement
-    pools: list[PoolInfo],
-    pool_index: dict[tuple[str, str], int],
+    placement: Placement,
+    cluster: int,
+    pool_of: dict[tuple[int, str], PoolInfo],
 ) -> None:
+    """Running work holds its queue's caps and its nodes' room."""
     for name, amount in demand.resources.items():
         queue.used[name] = queue.used.get(name, 0) + amount
     for device, count in demand.devices.items():
@@ -395,7 +417,7 @@ def _charge_running(
     queue.untyped_used += demand.untyped
     by_name = {item.name: item for item in items}
     for spot in placement.containers:
-        pool = pools[pool_index[(placement.cluster, spot.node_pool)]]
+        pool = pool_of[(cluster, spot.node_pool)]
         item = by_name[spot.name]
         pool.used[spot.node] += np.minimum(item.request, UNBOUNDED)
         pool.nodes = max(pool.nodes, spot.node + 1)
