@@ -131,3 +131,21 @@ def test_an_overrunning_tick_is_logged_with_its_time(
     assert running["most"] == 1
     overruns = [r.getMessage() for r in caplog.records if "over its" in r.getMessage()]
     assert overruns and "over its 0.020 s period" in overruns[0]
+
+
+def test_snapshot_endpoint_streams_the_tick_input_as_arrow(tmp_path: Path) -> None:
+    """Issue 4: produce a snapshot "from the running service (`GET /snapshot` as an Arrow IPC
+    stream, and `sluice snapshot export`)"; reading it back gives the store's queues and line."""
+
+    from models.arrow_io import STREAM_MEDIA_TYPE, read_snapshot_stream
+
+    with service(tmp_path) as svc:
+        svc.ok("POST", "/queues", {"name": "q", "max_resources": {"cpu": "8"}}, status=201)
+        job = {"id": "j", "queue": "q", "containers": [{"resources": {"cpu": "500m"}}]}
+        svc.ok("POST", "/actions", job, status=201)
+        response = svc.http.get("/snapshot")
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith(STREAM_MEDIA_TYPE)
+        snapshot = read_snapshot_stream(response.content)
+        assert snapshot.queue("q").max_resources == {"cpu": 8000}
+        assert [a.id for a in snapshot.actions] == ["j"]

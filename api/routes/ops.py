@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
+from datetime import UTC, datetime
+
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
 from api.metrics import render_metrics
 from api.views import queue_views
+from models.arrow_io import STREAM_MEDIA_TYPE, write_snapshot_stream
 from models.fields import Timestamp
 
 router = APIRouter(tags=["ops"])
@@ -47,3 +51,11 @@ def metrics(store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> PlainTextRes
         render_metrics(queue_views(store, ticker), ticker.stats),
         media_type="text/plain; version=0.0.4",
     )
+
+
+@router.get("/snapshot", response_class=Response)
+def snapshot(store: StoreDep, _: PrincipalDep) -> Response:
+    """The input of a tick as of now, as Arrow IPC streams (see `sluice snapshot export`)."""
+    body = io.BytesIO()
+    write_snapshot_stream(store.read_snapshot(datetime.now(UTC)), body)
+    return Response(body.getvalue(), media_type=STREAM_MEDIA_TYPE)
