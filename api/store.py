@@ -27,6 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from api.quota_store import QUOTA_SCHEMA, AppliedJobs, QuotaStore, SqliteQuotaStore
 from models.errors import (
     AlreadyExists,
     ErrorCode,
@@ -52,7 +53,7 @@ from models.snapshot import (
     Snapshot,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added the job queues' tables (api.quota_store); 1 is upgraded in place
 
 log = logging.getLogger("sluice.store")
 
@@ -131,6 +132,7 @@ class AppliedTick:
     failed: int
     environments_started: int
     stale: list[str] = field(default_factory=list)  # actions that changed during the tick
+    jobs: AppliedJobs = field(default_factory=AppliedJobs)  # the job queues' decisions
 
 
 class Outcome(StrEnum):
@@ -141,7 +143,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
 
 
-class Store(Protocol):
+class Store(QuotaStore, Protocol):
     """The service's only access to durable state."""
 
     def get_settings(self) -> Settings: ...
@@ -323,7 +325,7 @@ class _Ticket:
     error: SluiceError | None = None
 
 
-class SqliteStore:
+class SqliteStore(SqliteQuotaStore):
     """The embedded default: one SQLite file in WAL mode with fsync on every commit.
 
     All writes go through one connection under a lock (SQLite has one writer
@@ -343,11 +345,13 @@ class SqliteStore:
         self._actions = _ActionCache()
         self._snapshot_lock = threading.Lock()
         self._writer.execute("PRAGMA journal_mode=WAL")
-        self._writer.executescript(_SCHEMA)
+        self._writer.executescript(_SCHEMA + QUOTA_SCHEMA)
         with self._write() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) == 1:  # version 2 only added tables, created just above
+                conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
             elif int(row[0]) != SCHEMA_VERSION:
                 raise FailedPrecondition(
                     f"{self.path}: schema version {row[0]}, this Sluice reads {SCHEMA_VERSION}"
@@ -924,6 +928,7 @@ class SqliteStore:
             action_rows = conn.execute(
                 f"SELECT id, phase, placement FROM actions WHERE phase IN {_LIVE_SQL} ORDER BY seq"
             ).fetchall()
+            quota = self._quota_snapshot(conn)  # the job queues, in the same transaction
             missing = self._actions.missing([action_id for action_id, _, _ in action_rows])
             bodies: dict[str, str] = {}
             for start in range(0, len(missing), 500):
@@ -953,6 +958,7 @@ class SqliteStore:
                 "clusters": [json.loads(body) for (body,) in cluster_rows],
                 "environments": environments,
                 "actions": self._actions.live(action_rows, bodies, generation),
+                **quota,
             }
         )
 
@@ -1022,6 +1028,11 @@ class SqliteStore:
                     for name, metrics in result.queues.items()
                 ],
             )
+            jobs = self._apply_quota(conn, result.quota) if result.quota else AppliedJobs()
         return AppliedTick(
-            scheduled=scheduled, failed=failed, environments_started=started, stale=stale
+            scheduled=scheduled,
+            failed=failed,
+            environments_started=started,
+            stale=stale,
+            jobs=jobs,
         )
