@@ -45,8 +45,14 @@ def invalid_from_validation(problems: Sequence[Any], skip: tuple[str, ...] = ())
     lines, fields = [], []
     for problem in problems:
         loc = [str(part) for part in problem["loc"] if part not in skip]
-        where = ".".join(loc)
         message = str(problem["msg"]).removeprefix("Value error, ")
+        # A Sluice error raised in a validator may name a field of its own, below the
+        # location (`borrow_limit` of a share, `capacity_limits.NUM_INSTANCES`): use it.
+        own = getattr((problem.get("ctx") or {}).get("error"), "field", None)
+        if own and message.startswith(f"{own}:"):
+            message = message[len(own) + 1 :].strip()
+            loc = [*(loc[:-1] if loc and loc[-1] == own.split(".")[0] else loc), own]
+        where = ".".join(loc)
         # Sluice's own messages already start with the field (`max_resources.cpu: ...`).
         if loc and message.startswith(f"{loc[-1]}:"):
             message = message[len(loc[-1]) + 1 :].strip()
