@@ -139,22 +139,22 @@ def _metrics(
         if action.index not in failures and action.index not in plan.admitted:
             waiting[action.queue] += 1
     moved = {problem.actions[i].queue for i in plan.admitted}
+    behind_head = [0] * len(problem.queues)
+    for action in problem.actions:
+        head = heads.get(action.queue)
+        if head is not None and action.index > head and action.index not in failures:
+            behind_head[action.queue] += 1
     metrics = {}
     for q, (queue, spec) in enumerate(zip(problem.queues, snapshot.queues, strict=True)):
         usage = plan.usage[q]
         head = heads.get(q) if queue.strict else None
         blocked = head is not None
         since = None
-        behind = 0
+        behind = behind_head[q] if head is not None else 0
         if head is not None:
             # The line has been stuck since the last tick it moved.
             moved_now = q in moved or spec.head_blocked_since is None
             since = problem.now if moved_now else spec.head_blocked_since
-            behind = sum(
-                1
-                for action in problem.actions[head + 1 :]
-                if action.queue == q and action.index not in failures
-            )
         resources = sorted(set(usage.used) | set(queue.caps))
         charges = {UNTYPED_GPU: usage.untyped_used, **dict(sorted(usage.device_used.items()))}
         metrics[queue.name] = QueueMetrics(

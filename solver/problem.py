@@ -362,21 +362,39 @@ class _PoolMatcher:
         self._selectors: dict[tuple, np.ndarray] = {}
         self._routes: dict[int, np.ndarray] = {}
         self._type_caps: dict[int, np.ndarray] = {}
+        self._kinds: dict[tuple, np.ndarray] = {}
+        self._groups: dict[bytes, tuple[dict[int, list[int]], np.ndarray]] = {}
 
     def match(self, item: Item, queue: QueueInfo) -> tuple[dict[int, list[int]], np.ndarray]:
-        if item.gpus == 0:
-            mask = self.gpus == 0
-        elif item.device is not None:
-            mask = self.devices == item.device
-        else:
-            mask = self.whole_nvidia & (self._type_cap(queue) >= item.gpus)
-        mask &= self._routed(queue) & self._selected(item.selector)
-        mask &= (self.rooms >= item.request).all(axis=1)
-        flat = np.flatnonzero(mask)
-        by_cluster: dict[int, list[int]] = {}
-        for p in flat.tolist():
-            by_cluster.setdefault(self.pools[p].cluster, []).append(p)
-        return by_cluster, flat
+        candidates = self._kind(item, queue)
+        flat = candidates[(self.rooms[candidates] >= item.request).all(axis=1)]
+        # Equal pool sets share one mapping, which keeps later per-shape caches small.
+        key = flat.tobytes()
+        if key not in self._groups:
+            by_cluster: dict[int, list[int]] = {}
+            for p in flat.tolist():
+                by_cluster.setdefault(self.pools[p].cluster, []).append(p)
+            self._groups[key] = (by_cluster, flat)
+        return self._groups[key]
+
+    def _kind(self, item: Item, queue: QueueInfo) -> np.ndarray:
+        """Pools matching the container's accelerator, selector and routing, any size."""
+        key = (
+            queue.index,
+            item.device,
+            item.gpus if item.untyped else item.gpus > 0,
+            tuple(sorted(item.selector.items())),
+        )
+        if key not in self._kinds:
+            if item.gpus == 0:
+                mask = self.gpus == 0
+            elif item.device is not None:
+                mask = self.devices == item.device
+            else:
+                mask = self.whole_nvidia & (self._type_cap(queue) >= item.gpus)
+            mask &= self._routed(queue) & self._selected(item.selector)
+            self._kinds[key] = np.flatnonzero(mask)
+        return self._kinds[key]
 
     def _routed(self, queue: QueueInfo) -> np.ndarray:
         if queue.index not in self._routes:
