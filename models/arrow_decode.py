@@ -12,6 +12,7 @@ Rows count from 0, as in pyarrow and pandas.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -381,7 +382,7 @@ class _Checked:
         self._actions()
         self._containers()
         self._placements()
-        self.quota = _quota(tables) if "jobs" in tables else {}
+        self.quota = _quota(tables) if "jobs" in tables else _Quota()
 
     def _settings(self) -> None:
         settings = self.settings
@@ -668,7 +669,10 @@ def _models(checked: _Checked) -> Snapshot:
         clusters=_clusters(checked.clusters),
         actions=_actions(checked),
         environments=_environments(checked),
-        **checked.quota,
+        scheduling_policies=checked.quota.scheduling_policies,
+        service_environments=checked.quota.service_environments,
+        job_queues=checked.quota.job_queues,
+        jobs=checked.quota.jobs,
     )
 
 
@@ -906,7 +910,17 @@ def _actions(t: _Checked) -> list[Action]:
 # --- quota-managed job queues (schema version 2) ------------------------------------------------
 
 
-def _quota(tables: dict[str, _Table]) -> dict[str, list[Any]]:
+@dataclasses.dataclass(frozen=True)
+class _Quota:
+    """The job queues' Snapshot fields (empty for a version-1 snapshot)."""
+
+    scheduling_policies: list[SchedulingPolicy] = dataclasses.field(default_factory=list)
+    service_environments: list[ServiceEnvironment] = dataclasses.field(default_factory=list)
+    job_queues: list[JobQueue] = dataclasses.field(default_factory=list)
+    jobs: list[Job] = dataclasses.field(default_factory=list)
+
+
+def _quota(tables: dict[str, _Table]) -> _Quota:
     """The job queues' Snapshot fields from their five tables, every rule checked.
 
     Policies, environments, queues and shares are few (a queue holds at most 20
@@ -948,12 +962,7 @@ def _quota(tables: dict[str, _Table]) -> dict[str, list[Any]]:
             )
         ],
     )
-    return {
-        "scheduling_policies": policies,
-        "service_environments": environments,
-        "job_queues": _job_queues(tables),
-        "jobs": _jobs(tables),
-    }
+    return _Quota(policies, environments, _job_queues(tables), _jobs(tables))
 
 
 _WHAT = {
@@ -981,7 +990,7 @@ def _validated_rows(table: _Table, model: type[M], rows: Sequence[dict[str, Any]
     Columns are named as the model's fields; a rule across fields (a model
     validator) names its column through the error's `field`.
     """
-    models = []
+    models: list[M] = []
     for row, data in enumerate(rows):
         try:
             models.append(model.model_validate(data))
