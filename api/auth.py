@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from models.errors import InvalidInput, PermissionDenied, Unauthenticated
-from models.scenario import validation_message
+from models.scenario import read_yaml, validation_message
 
 
 class Role(StrEnum):
@@ -98,12 +97,7 @@ class Authenticator:
     def from_file(cls, path: Path | None) -> Authenticator:
         if path is None:
             return cls(None)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as error:
-            raise InvalidInput(f"{path}: cannot read the auth file: {error.strerror}") from None
-        except yaml.YAMLError as error:
-            raise InvalidInput(f"{path}: not valid YAML: {error}") from None
+        data = read_yaml(path)
         try:
             parsed = AuthFile.model_validate(data)
         except ValidationError as error:

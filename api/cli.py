@@ -26,6 +26,7 @@ from api.render import action_detail, queue_detail, queue_table, tick_summary
 from api.whatif_cli import snapshot, whatif
 from bench.cli import bench
 from models.errors import InvalidInput, SluiceError
+from models.scenario import read_yaml
 
 SCHEDULING = click.Choice(["strict_fifo", "greedy_capacity"])
 OUTPUT = click.option(
@@ -336,15 +337,6 @@ def delete_queue(remote: Remote, name: str) -> None:
 # -- actions ---------------------------------------------------------------------------------
 
 
-def _load(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise InvalidInput(f"{path}: cannot read: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise InvalidInput(f"{path}: not valid YAML or JSON: {error}") from None
-
-
 @main.command()
 @click.option("--queue", help="Target queue [default: the default queue].")
 @click.option("--id", "action_id", help="The action's id [default: made by the server].")
@@ -391,7 +383,7 @@ def submit(
     """
     client = remote.client
     if path is not None:
-        data = _load(path)
+        data = read_yaml(path)
         specs = data.get("actions") if isinstance(data, dict) else data
         if not isinstance(specs, list):
             raise InvalidInput(f"{path}: expected a list of actions (or a mapping with actions)")
@@ -479,7 +471,7 @@ def apply(remote: Remote, path: Path) -> None:
     Queues that exist are updated with the file's settings. Actions in the
     file are not submitted (use `sluice submit -f`).
     """
-    data = _load(path)
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: expected a mapping with settings, clusters, queues")
     client = remote.client

@@ -31,16 +31,20 @@ def snapshot_from_dict(data: Any, source: str = "snapshot") -> Snapshot:
         raise InvalidInput(validation_message(error, source)) from None
 
 
-def load_scenario(path: str | Path) -> Snapshot:
-    """Read and validate a scenario file; every error names the file and the field."""
-    path = Path(path)
+def read_yaml(path: Path) -> Any:
+    """A YAML (or JSON) file's data; an unreadable or malformed file is an error naming it."""
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except OSError as error:
         raise InvalidInput(f"{path}: cannot read: {error.strerror}") from None
     except yaml.YAMLError as error:
         raise InvalidInput(f"{path}: not valid YAML: {error}") from None
-    return snapshot_from_dict(data, str(path))
+
+
+def load_scenario(path: str | Path) -> Snapshot:
+    """Read and validate a scenario file; every error names the file and the field."""
+    path = Path(path)
+    return snapshot_from_dict(read_yaml(path), str(path))
 
 
 def dump_scenario(snapshot: Snapshot) -> str:

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import yaml
 
 from models.arrow_io import write_tables
 from models.arrow_schema import SWEEP, SWEEP_USAGE
 from models.errors import InternalError, InvalidInput, SluiceError
+from models.scenario import read_yaml
 from models.snapshot import Snapshot
 from solver import TickOptions
 from solver.whatif import (
@@ -61,12 +61,7 @@ class Variant:
 
 def load_variants(path: Path) -> list[Variant]:
     """The variants of a sweep file; every error names the file and the variant."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise InvalidInput(f"{path}: cannot read: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise InvalidInput(f"{path}: not valid YAML: {error}") from None
+    data = read_yaml(path)
     entries = data.get("variants") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise InvalidInput(f"{path}: expected `variants:`, a list of {{name, set, drop}}")
