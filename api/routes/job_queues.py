@@ -1,0 +1,180 @@
+"""Quota-managed job queues: scheduling policies, service environments, job queues and shares.
+
+Every limit of models.quota is checked where a body is read (INVALID_ARGUMENT naming
+the field); a job queue that would be INVALID (its policy has no quota share policy,
+its environment serves another queue, a share limits a type the environment lacks)
+is refused when it is created or changed. A later change to a policy or an
+environment is not refused: the queue then reports INVALID with the reason.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.quota_schemas import (
+    JobQueueCreate,
+    JobQueuePublic,
+    JobQueueUpdate,
+    QuotaShareIn,
+    QuotaShareUpdate,
+    SchedulingPolicyIn,
+    ServiceEnvironmentIn,
+    with_share,
+)
+from api.store import Store
+from api.ticker import TickLoop
+from models.errors import FailedPrecondition, NotFound
+from models.quota import JobQueue, SchedulingPolicy, ServiceEnvironment
+
+policies = APIRouter(prefix="/scheduling-policies", tags=["job queues"])
+environments = APIRouter(prefix="/service-environments", tags=["job queues"])
+router = APIRouter(prefix="/job-queues", tags=["job queues"])
+routers = (policies, environments, router)
+
+
+@policies.put("/{name}")
+def put_scheduling_policy(
+    name: str, body: SchedulingPolicyIn, store: StoreDep, who: PrincipalDep
+) -> SchedulingPolicy:
+    """Create or replace a policy; only one with a quota_share_policy serves quota shares."""
+    who.require_admin("define scheduling policies")
+    return store.put_scheduling_policy(body.to_policy(name))
+
+
+@policies.get("")
+def list_scheduling_policies(store: StoreDep, _: PrincipalDep) -> list[SchedulingPolicy]:
+    return store.list_scheduling_policies()
+
+
+@policies.get("/{name}")
+def get_scheduling_policy(name: str, store: StoreDep, _: PrincipalDep) -> SchedulingPolicy:
+    return store.get_scheduling_policy(name)
+
+
+@environments.put("/{name}")
+def put_service_environment(
+    name: str, body: ServiceEnvironmentIn, store: StoreDep, who: PrincipalDep
+) -> ServiceEnvironment:
+    """Create or replace an environment's capacity limits (per instance type).
+
+    A lowered limit applies from the next tick; jobs above it may then be preempted."""
+    who.require_admin("define service environments")
+    return store.put_service_environment(body.to_environment(name))
+
+
+@environments.get("")
+def list_service_environments(store: StoreDep, _: PrincipalDep) -> list[ServiceEnvironment]:
+    return store.list_service_environments()
+
+
+@environments.get("/{name}")
+def get_service_environment(name: str, store: StoreDep, _: PrincipalDep) -> ServiceEnvironment:
+    return store.get_service_environment(name)
+
+
+def job_queue_view(store: Store, ticker: TickLoop, name: str) -> JobQueuePublic:
+    result = ticker.last_result
+    return JobQueuePublic.of(
+        store.get_job_queue(name), store.share_counts(name), result.quota if result else None
+    )
+
+
+def job_queue_views(store: Store, ticker: TickLoop) -> list[JobQueuePublic]:
+    result = ticker.last_result
+    counts = store.share_counts()
+    quota = result.quota if result else None
+    return [JobQueuePublic.of(record, counts, quota) for record in store.list_job_queues()]
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create_job_queue(
+    body: JobQueueCreate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> JobQueuePublic:
+    """A job queue with 1 to 20 quota shares; it must be VALID to be created."""
+    who.require_admin("create job queues")
+    store.create_job_queue(body.to_job_queue())
+    return job_queue_view(store, ticker, body.name)
+
+
+@router.get("")
+def list_job_queues(store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> list[JobQueuePublic]:
+    return job_queue_views(store, ticker)
+
+
+@router.get("/{name}")
+def get_job_queue(name: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> JobQueuePublic:
+    """State, status and reason; per share its limits, usage, borrowed, lent and line."""
+    return job_queue_view(store, ticker, name)
+
+
+@router.patch("/{name}")
+def update_job_queue(
+    name: str, body: JobQueueUpdate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> JobQueuePublic:
+    """Change state, policy, environment or the whole list of shares, from the next tick."""
+    who.require_admin("change job queues")
+    store.update_job_queue(name, body.apply)
+    return job_queue_view(store, ticker, name)
+
+
+@router.put("/{name}/shares/{share}")
+def put_quota_share(
+    name: str,
+    share: str,
+    body: QuotaShareIn,
+    store: StoreDep,
+    ticker: TickerDep,
+    who: PrincipalDep,
+) -> JobQueuePublic:
+    """Add a share, or replace the one of this name."""
+    who.require_admin("change job queues")
+    new = body.to_share(share)
+    store.update_job_queue(name, lambda queue: with_share(queue, new))
+    return job_queue_view(store, ticker, name)
+
+
+@router.patch("/{name}/shares/{share}")
+def update_quota_share(
+    name: str,
+    share: str,
+    body: QuotaShareUpdate,
+    store: StoreDep,
+    ticker: TickerDep,
+    who: PrincipalDep,
+) -> JobQueuePublic:
+    """Change some of a share's fields; a lowered limit makes what it holds above it
+    eligible for preemption."""
+    who.require_admin("change job queues")
+
+    def change(queue: JobQueue) -> JobQueue:
+        current = queue.share(share)
+        if current is None:
+            raise NotFound(f"job queue {name} has no quota share {share!r}", field="share")
+        return with_share(queue, body.apply(current))
+
+    store.update_job_queue(name, change)
+    return job_queue_view(store, ticker, name)
+
+
+@router.delete("/{name}/shares/{share}")
+def delete_quota_share(
+    name: str, share: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> JobQueuePublic:
+    """Remove a share without live jobs (a queue keeps at least one)."""
+    who.require_admin("change job queues")
+
+    def change(queue: JobQueue) -> JobQueue:
+        if queue.share(share) is None:
+            raise NotFound(f"job queue {name} has no quota share {share!r}", field="share")
+        if len(queue.quota_shares) == 1:
+            raise FailedPrecondition(
+                f"quota share {share} is the last of job queue {name}; a job queue holds at"
+                " least one",
+                field="share",
+            )
+        kept = [s for s in queue.quota_shares if s.name != share]
+        return queue.model_copy(update={"quota_shares": kept})
+
+    store.update_job_queue(name, change)
+    return job_queue_view(store, ticker, name)

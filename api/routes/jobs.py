@@ -1,0 +1,76 @@
+"""Jobs of the quota-managed job queues: submit, get, list, cancel; executors report.
+
+A preempted job is QUEUED again, at its arrival place in its share's line, with
+`last_preemption` saying when, why and for which job; an executor still running
+it must stop it (its reports are refused with that reason).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.quota_schemas import JobPublic, JobSubmit, LastTick
+from api.quota_store import JobPhase
+from api.schemas import ExecutorReport
+from api.ticker import TickLoop
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+def _last_tick(ticker: TickLoop) -> LastTick:
+    result = ticker.last_result
+    return LastTick.of(result.quota if result else None)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def submit_job(body: JobSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> JobPublic:
+    """Queue one job in its share's line; the reply comes once it is on disk.
+
+    An unknown job queue or share is NOT_FOUND; a DISABLED job queue FAILED_PRECONDITION.
+    A job whose instance type its share does not limit fails at the next tick (INFEASIBLE).
+    """
+    who.require_queue(body.job_queue, "submit")
+    record = store.submit_job(body.to_job(datetime.now(UTC)))
+    return JobPublic.of(record, _last_tick(ticker))
+
+
+@router.get("")
+def list_jobs(
+    store: StoreDep,
+    ticker: TickerDep,
+    _: PrincipalDep,
+    job_queue: str | None = None,
+    share: str | None = None,
+    state: JobPhase | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+) -> list[JobPublic]:
+    """In arrival order. Executors poll `state=SCHEDULED` for work to start."""
+    records = store.list_jobs(job_queue=job_queue, share=share, phase=state, limit=limit)
+    last_tick = _last_tick(ticker)
+    return [JobPublic.of(record, last_tick) for record in records]
+
+
+@router.get("/{job_id}")
+def get_job(job_id: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> JobPublic:
+    return JobPublic.of(store.get_job(job_id), _last_tick(ticker))
+
+
+@router.post("/{job_id}/cancel")
+def cancel_job(job_id: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> JobPublic:
+    """A queued job leaves its line; a scheduled or running one frees its instances."""
+    who.require_queue(store.get_job(job_id).job.job_queue, "cancel")
+    return JobPublic.of(store.cancel_job(job_id, datetime.now(UTC)), _last_tick(ticker))
+
+
+@router.post("/{job_id}/report")
+def report_job(
+    job_id: str, body: ExecutorReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> JobPublic:
+    """An executor's report: started, succeeded or failed. Finishing frees the instances."""
+    who.require_executor("report job outcomes")
+    record = store.report_job(job_id, body.outcome, datetime.now(UTC), body.code, body.message)
+    return JobPublic.of(record, _last_tick(ticker))
