@@ -397,3 +397,279 @@ class Fleet:
     def put_environment(environment: JSON, *, client: SluiceClient | None = None) -> JSON:
         body = {key: value for key, value in environment.items() if key != "name"}
         return _client(client).request("PUT", f"/environments/{environment['name']}", body=body)
+
+
+# -- quota-managed job queues ------------------------------------------------------------------
+
+
+class SchedulingPolicy:
+    """Scheduling policies; a job queue with quota shares needs one with a quota share policy."""
+
+    @staticmethod
+    def put(
+        name: str, *, quota_share_policy: bool = True, client: SluiceClient | None = None
+    ) -> JSON:
+        """Create or replace `name`; with quota_share_policy (FIFO, AWS's only strategy) or not."""
+        body = {"quota_share_policy": {"idle_resource_assignment_strategy": "FIFO"}}
+        return _client(client).request(
+            "PUT", f"/scheduling-policies/{name}", body=body if quota_share_policy else {}
+        )
+
+    @staticmethod
+    def get(name: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("GET", f"/scheduling-policies/{name}")
+
+    @staticmethod
+    def list(*, client: SluiceClient | None = None) -> list[JSON]:
+        return _client(client).request("GET", "/scheduling-policies")
+
+
+class ServiceEnvironment:
+    """Service environments: the most instances of each type a job queue may use."""
+
+    @staticmethod
+    def put(
+        name: str,
+        capacity_limits: dict[str, int],
+        *,
+        type: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Create or replace `name`, e.g. `put("sagemaker-g5", {"ml.g5.xlarge": 3})`."""
+        body = _drop_unset(type=type, capacity_limits=capacity_limits)
+        return _client(client).request("PUT", f"/service-environments/{name}", body=body)
+
+    @staticmethod
+    def get(name: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("GET", f"/service-environments/{name}")
+
+    @staticmethod
+    def list(*, client: SluiceClient | None = None) -> list[JSON]:
+        return _client(client).request("GET", "/service-environments")
+
+
+class QuotaShare:
+    """The quota shares of a job queue: one share at a time (JobQueue.update replaces all)."""
+
+    @staticmethod
+    def spec(
+        name: str,
+        capacity_limits: dict[str, int],
+        strategy: str,
+        *,
+        borrow_limit: int | None = None,
+        in_share_preemption: bool | None = None,
+    ) -> JSON:
+        """One share's body, for JobQueue.create(quota_shares=[...])."""
+        return _drop_unset(
+            name=name,
+            capacity_limits=capacity_limits,
+            strategy=strategy,
+            borrow_limit=borrow_limit,
+            in_share_preemption=in_share_preemption,
+        )
+
+    @staticmethod
+    def put(
+        job_queue: str,
+        name: str,
+        capacity_limits: dict[str, int],
+        strategy: str,
+        *,
+        borrow_limit: int | None = None,
+        in_share_preemption: bool | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Add the share, or replace the one of this name; returns the job queue."""
+        body = QuotaShare.spec(
+            name,
+            capacity_limits,
+            strategy,
+            borrow_limit=borrow_limit,
+            in_share_preemption=in_share_preemption,
+        )
+        del body["name"]
+        return _client(client).request("PUT", f"/job-queues/{job_queue}/shares/{name}", body=body)
+
+    @staticmethod
+    def update(
+        job_queue: str,
+        name: str,
+        *,
+        capacity_limits: dict[str, int] | None = None,
+        strategy: str | None = None,
+        borrow_limit: int | None = None,
+        clear_borrow_limit: bool = False,
+        in_share_preemption: bool | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Change some fields of a live share; `capacity_limits` replaces the share's map.
+
+        A lowered limit makes what the share holds above it eligible for preemption."""
+        changes = _drop_unset(
+            capacity_limits=capacity_limits,
+            strategy=strategy,
+            borrow_limit=borrow_limit,
+            in_share_preemption=in_share_preemption,
+        )
+        if clear_borrow_limit:
+            changes["borrow_limit"] = None
+        return _client(client).request(
+            "PATCH", f"/job-queues/{job_queue}/shares/{name}", body=changes
+        )
+
+    @staticmethod
+    def delete(job_queue: str, name: str, *, client: SluiceClient | None = None) -> JSON:
+        """Remove a share without live jobs; returns the job queue."""
+        return _client(client).request("DELETE", f"/job-queues/{job_queue}/shares/{name}")
+
+
+class JobQueue:
+    """Quota-managed job queues, shaped like Queue: create, update, details, list."""
+
+    @staticmethod
+    def create(
+        name: str,
+        *,
+        scheduling_policy: str,
+        service_environment: str,
+        quota_shares: list[JSON],
+        state: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Create a VALID job queue (shares from QuotaShare.spec); returns its details."""
+        body = _drop_unset(
+            name=name,
+            state=state,
+            scheduling_policy=scheduling_policy,
+            service_environment=service_environment,
+            quota_shares=quota_shares,
+        )
+        return _client(client).request("POST", "/job-queues", body=body)
+
+    @staticmethod
+    def update(
+        name: str,
+        *,
+        state: str | None = None,
+        scheduling_policy: str | None = None,
+        service_environment: str | None = None,
+        quota_shares: list[JSON] | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Change a live job queue; `quota_shares` replaces every share."""
+        changes = _drop_unset(
+            state=state,
+            scheduling_policy=scheduling_policy,
+            service_environment=service_environment,
+            quota_shares=quota_shares,
+        )
+        return _client(client).request("PATCH", f"/job-queues/{name}", body=changes)
+
+    @staticmethod
+    def details(name: str, *, client: SluiceClient | None = None) -> JSON:
+        """state, status, reason, max_capacity, usage and per share usage, borrowed, lent,
+        line; the last tick's scheduled and preempted jobs."""
+        return _client(client).request("GET", f"/job-queues/{name}")
+
+    @staticmethod
+    def list(*, client: SluiceClient | None = None) -> list[JSON]:
+        return _client(client).request("GET", "/job-queues")
+
+    @staticmethod
+    def put(queue: JSON, *, client: SluiceClient | None = None) -> str:
+        """Create the job queue, or update it if it exists (as in a scenario file); says which."""
+        connection = _client(client)
+        try:
+            connection.request("POST", "/job-queues", body=queue)
+            return "created"
+        except AlreadyExists:
+            changes = {key: value for key, value in queue.items() if key not in ("name", "type")}
+            connection.request("PATCH", f"/job-queues/{queue['name']}", body=changes)
+            return "updated"
+
+
+_JOB_DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+class Job:
+    """Submitting SageMaker Training jobs to quota shares, and following them."""
+
+    @staticmethod
+    def submit(
+        *,
+        job_queue: str,
+        share: str,
+        instance_type: str,
+        count: int | None = None,
+        priority: int | None = None,
+        id: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Queue one job in its share's line."""
+        body = _drop_unset(
+            id=id,
+            job_queue=job_queue,
+            share=share,
+            instance_type=instance_type,
+            count=count,
+            priority=priority,
+        )
+        return _client(client).request("POST", "/jobs", body=body)
+
+    @staticmethod
+    def get(job_id: str, *, client: SluiceClient | None = None) -> JSON:
+        """State, times, last_preemption (when, reason, beneficiary) and why it waits."""
+        return _client(client).request("GET", f"/jobs/{job_id}")
+
+    @staticmethod
+    def list(
+        *,
+        job_queue: str | None = None,
+        share: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+        client: SluiceClient | None = None,
+    ) -> list[JSON]:
+        params = _drop_unset(job_queue=job_queue, share=share, state=state, limit=limit)
+        return _client(client).request("GET", "/jobs", params=params)
+
+    @staticmethod
+    def cancel(job_id: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("POST", f"/jobs/{job_id}/cancel")
+
+    @staticmethod
+    def report(
+        job_id: str,
+        outcome: str,
+        *,
+        code: str | None = None,
+        message: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """For executors: `started`, `succeeded` or `failed`; refused for a preempted job."""
+        body = _drop_unset(outcome=outcome, code=code, message=message)
+        return _client(client).request("POST", f"/jobs/{job_id}/report", body=body)
+
+    @staticmethod
+    def wait(
+        job_id: str,
+        *,
+        until: tuple[str, ...] = ("SCHEDULED", "RUNNING", "SUCCEEDED"),
+        timeout_s: float | None = None,
+        poll_s: float = 0.5,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Wait until the job reaches one of `until`; a failed job raises its code's error."""
+        started = time.monotonic()
+        while True:
+            job = Job.get(job_id, client=client)
+            if job["state"] in until:
+                return job
+            if job["state"] == "FAILED":
+                raise error_from_code(job["code"] or ErrorCode.INTERNAL, job["message"] or "failed")
+            if job["state"] in _JOB_DONE:
+                raise FailedPrecondition(f"job {job_id} is {job['state']}")
+            if timeout_s is not None and time.monotonic() - started > timeout_s:
+                raise Unavailable(f"job {job_id} is still {job['state']} after {timeout_s:g} s")
+            time.sleep(poll_s)
