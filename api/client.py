@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -247,7 +247,35 @@ class Queue:
         _client(client).request("DELETE", f"/queues/{name}")
 
 
-_DONE = ("succeeded", "failed", "cancelled")
+_DONE = ("succeeded", "cancelled")
+
+
+def _wait(
+    what: str,
+    fetch: Callable[[], JSON],
+    until: tuple[str, ...],
+    failed_and_done: tuple[str, ...],
+    timeout_s: float | None,
+    poll_s: float,
+) -> JSON:
+    """Poll `fetch` until its state is in `until`.
+
+    `failed_and_done` starts with the failed state (raised as its code's error, so a
+    caller can resubmit elsewhere), then the other states nothing comes after.
+    """
+    started = time.monotonic()
+    while True:
+        found = fetch()
+        state = found["state"]
+        if state in until:
+            return found
+        if state == failed_and_done[0]:
+            raise error_from_code(found["code"] or ErrorCode.INTERNAL, found["message"] or "failed")
+        if state in failed_and_done:
+            raise FailedPrecondition(f"{what} is {state}")
+        if timeout_s is not None and time.monotonic() - started > timeout_s:
+            raise Unavailable(f"{what} is still {state} after {timeout_s:g} s")
+        time.sleep(poll_s)
 
 
 class Action:
@@ -340,22 +368,14 @@ class Action:
         A failed action raises its code's exception (MaxQueuedTimeExceededError,
         Infeasible, DeadlineExceeded, ...), so a caller can resubmit elsewhere.
         """
-        started = time.monotonic()
-        while True:
-            action = Action.get(action_id, client=client)
-            if action["state"] in until:
-                return action
-            if action["state"] == "failed":
-                raise error_from_code(
-                    action["code"] or ErrorCode.INTERNAL, action["message"] or "failed"
-                )
-            if action["state"] in _DONE:
-                raise FailedPrecondition(f"action {action_id} is {action['state']}")
-            if timeout_s is not None and time.monotonic() - started > timeout_s:
-                raise Unavailable(
-                    f"action {action_id} is still {action['state']} after {timeout_s:g} s"
-                )
-            time.sleep(poll_s)
+        return _wait(
+            f"action {action_id}",
+            lambda: Action.get(action_id, client=client),
+            until,
+            ("failed", *_DONE),
+            timeout_s,
+            poll_s,
+        )
 
 
 class Fleet:
@@ -589,7 +609,7 @@ class JobQueue:
             return "updated"
 
 
-_JOB_DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
+_JOB_DONE = ("SUCCEEDED", "CANCELLED")
 
 
 class Job:
@@ -661,15 +681,11 @@ class Job:
         client: SluiceClient | None = None,
     ) -> JSON:
         """Wait until the job reaches one of `until`; a failed job raises its code's error."""
-        started = time.monotonic()
-        while True:
-            job = Job.get(job_id, client=client)
-            if job["state"] in until:
-                return job
-            if job["state"] == "FAILED":
-                raise error_from_code(job["code"] or ErrorCode.INTERNAL, job["message"] or "failed")
-            if job["state"] in _JOB_DONE:
-                raise FailedPrecondition(f"job {job_id} is {job['state']}")
-            if timeout_s is not None and time.monotonic() - started > timeout_s:
-                raise Unavailable(f"job {job_id} is still {job['state']} after {timeout_s:g} s")
-            time.sleep(poll_s)
+        return _wait(
+            f"job {job_id}",
+            lambda: Job.get(job_id, client=client),
+            until,
+            ("FAILED", *_JOB_DONE),
+            timeout_s,
+            poll_s,
+        )
