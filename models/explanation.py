@@ -1,0 +1,130 @@
+"""Why an action failed, why it waits, or where it runs, and what would let it run.
+
+An explanation has three parts, as Kueue's "why pending" does: a machine-readable
+kind for each reason (from ReasonKind below), the numbers behind it, and a sentence
+with those numbers in it. Suggestions are complete fixes: applying every change of
+one suggestion lets the action run (solver.explain_changes applies them; the tests
+re-solve with each one applied).
+
+Numbers are in solver units: cpu in millicores, memory and other resources in their
+base unit (bytes), devices and GPUs as counts. Sentences print Kubernetes spellings.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from models.fields import Timestamp
+
+
+class ExplanationState(StrEnum):
+    FAILED = "failed"
+    WAITING = "waiting"
+    SCHEDULED = "scheduled"
+
+
+class ReasonKind(StrEnum):
+    """What keeps an action out; ordered by severity (the first is the hardest to lift)."""
+
+    # The line itself: nothing about resources.
+    DEPTH = "depth"  # the queue holds at most `limit` actions and this one is past it
+    HEAD_OF_LINE = "head_of_line"  # behind a blocked head of a strict_fifo queue
+    RUN_CONCURRENCY = "run_concurrency"  # `used` of `limit` runs active; this run is new
+    ACTION_CONCURRENCY = "action_concurrency"  # `used` of `limit` actions in flight
+    # Caps of the queue (across all its clusters).
+    QUEUE_CAP = "queue_cap"  # a named resource cap (cpu, memory, ...): used + requested > limit
+    DEVICE_CAP = "device_cap"  # a cap on one canonical device type (max_accelerators)
+    UNTYPED_GPU_CAP = "untyped_gpu_cap"  # max_gpus, the cap on untyped NVIDIA GPU requests
+    # Room on the clusters, one reason per (cluster, node pool).
+    LOWER_PRIORITY = "lower_priority"  # room this action could use went to higher priority
+    NODE_FIT = "node_fit"  # the pool has the room in total, but not on one node
+    CLUSTER_ROOM = "cluster_room"  # the pool has not that much room left at full scale
+    # Why an action can never run (failed INFEASIBLE).
+    NO_CLUSTER = "no_cluster"  # the queue routes to no cluster
+    NO_ACCELERATOR = "no_accelerator"  # no node pool of the cluster has the device
+    SELECTOR = "selector"  # the node selector matches no pool's labels
+    LARGER_THAN_NODE = "larger_than_node"  # a container is larger than the largest node
+    LARGER_THAN_CLUSTER = "larger_than_cluster"  # the total is more than the cluster at full scale
+    # Neither a limit nor room.
+    EXPIRED = "expired"  # max_queued_time or deadline passed while queued
+    FITS_NOW = "fits_now"  # nothing keeps it out now: the next tick can schedule it
+    SOLVER_LIMIT = "solver_limit"  # the tick ran out of time before it proved room for it
+
+
+class Reason(BaseModel):
+    """One constraint, with the numbers it is about; unused fields stay None."""
+
+    kind: ReasonKind
+    message: str
+    queue: str | None = None
+    cluster: str | None = None
+    node_pool: str | None = None
+    container: str | None = None
+    resource: str | None = None  # cpu, memory, a canonical device, or "gpu" (untyped)
+    requested: int | None = None  # what the action asks for
+    used: int | None = None  # what is in use (of a cap, a limit, a pool)
+    limit: int | None = None  # the cap, the limit, one node's room, the cluster at full scale
+    free: int | None = None  # room left in the pool at full scale
+    largest_free: int | None = None  # room left on the emptiest node of the pool
+    head: str | None = None  # the action at the head of a strict_fifo line
+    since: Timestamp | None = None  # since when the head blocks the line
+    behind: int | None = None  # actions waiting behind the head
+    queues: list[str] = Field(default_factory=list)  # higher-priority queues that took room
+
+
+class ChangeKind(StrEnum):
+    RAISE_CAP = "raise_cap"  # queue, resource, value: the new cap
+    RAISE_LIMIT = "raise_limit"  # queue, setting (action/run concurrency, depth), value
+    SWITCH_POLICY = "switch_policy"  # queue, value: the scheduling policy
+    ADD_NODES = "add_nodes"  # cluster, node_pool, value: the new max_nodes (full scale)
+    WAIT_FOR_FINISH = "wait_for_finish"  # queue, resource, amount that must finish
+    ROUTE_TO_QUEUE = "route_to_queue"  # value: the queue to submit it to
+    REDUCE_REQUEST = "reduce_request"  # container, resource, value: the new request
+    CHANGE_DEVICE = "change_device"  # container, value: the canonical device to ask for
+    CHANGE_SELECTOR = "change_selector"  # container, resource: label key, value (None: drop)
+
+
+class Change(BaseModel):
+    kind: ChangeKind
+    queue: str | None = None
+    cluster: str | None = None
+    node_pool: str | None = None
+    container: str | None = None
+    resource: str | None = None  # a resource, device, "gpu", label key, or a setting name
+    value: int | str | None = None
+    amount: int | None = None  # the increase (limits) or what must finish (waits)
+
+
+class Suggestion(BaseModel):
+    """One complete fix: with all of its changes applied, the action runs (or, for a failed
+    action, becomes feasible)."""
+
+    changes: list[Change]
+    message: str
+
+
+class Explanation(BaseModel):
+    action: str
+    queue: str
+    state: ExplanationState
+    code: str  # the ErrorCode of a failure, the tick's WaitReason, or "scheduled"
+    message: str  # one line: the state and the main reason
+    items: list[Reason] = Field(default_factory=list)
+    suggestions: list[Suggestion] = Field(default_factory=list)
+    cluster: str | None = None  # where a scheduled action runs
+    as_of: datetime
+    model_solves: int = 0  # CP-SAT solves spent on this explanation
+
+
+__all__ = [
+    "Change",
+    "ChangeKind",
+    "Explanation",
+    "ExplanationState",
+    "Reason",
+    "ReasonKind",
+    "Suggestion",
+]

@@ -1,0 +1,564 @@
+"""Why an action can never run, and the smallest changes that would make it feasible.
+
+Judged as fail-fast judges it (solver.failfast): against an empty queue and empty
+clusters at full scale. Every reason is given, not only the first: each cap the
+request exceeds, and for every cluster the queue routes to, each container that no
+node pool could take (no pool with its accelerator, a selector no pool's labels
+match, larger than the largest node) or a total larger than the cluster at full scale.
+
+Suggestions are candidates checked before they are offered: each is applied to the
+action alone (solver.explain_changes) and fail-fast must then accept it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from models.errors import ErrorCode
+from models.explanation import (
+    Change,
+    ChangeKind,
+    Explanation,
+    ExplanationState,
+    Reason,
+    ReasonKind,
+    Suggestion,
+)
+from models.quantity import format_quantity
+from models.result import UNTYPED_GPU
+from models.snapshot import Action, ActionState, Snapshot
+from solver.explain_changes import apply_changes
+from solver.failfast import Failure, describe_item, fail_fast
+from solver.problem import GPU_DIM, UNBOUNDED, ActionInfo, Item, PoolInfo, Problem, compile_snapshot
+
+MOST_SUGGESTIONS = 4
+
+
+def alone(snapshot: Snapshot, action: Action) -> Snapshot:
+    """The snapshot with only `action`, queued: what fail-fast judges it against."""
+    queued = action.model_copy(update={"state": ActionState.QUEUED, "placement": None})
+    return snapshot.model_copy(
+        update={
+            "actions": [queued],
+            "scheduling_policies": [],
+            "service_environments": [],
+            "job_queues": [],
+            "jobs": [],
+        }
+    )
+
+
+def failure_alone(snapshot: Snapshot, action: Action) -> Failure | None:
+    """Fail-fast's verdict on `action` by itself (expiry included)."""
+    problem = compile_snapshot(alone(snapshot, action))
+    return fail_fast(problem).get(0)
+
+
+def explain_failed(snapshot: Snapshot, action: Action, failure: Failure) -> Explanation:
+    if failure.code is not ErrorCode.INFEASIBLE:
+        return Explanation(
+            action=action.id,
+            queue=action.queue,
+            state=ExplanationState.FAILED,
+            code=failure.code.value,
+            message=failure.message,
+            items=[Reason(kind=ReasonKind.EXPIRED, queue=action.queue, message=failure.message)],
+            as_of=snapshot.now,
+        )
+    solo = alone(snapshot, action)
+    problem = compile_snapshot(solo)
+    reasons = _Reasons(problem, problem.actions[0])
+    items = reasons.caps() + reasons.clusters()
+    if not items:
+        # Feasible against the current settings (they changed since it failed).
+        message = (
+            f"{action.id} failed: {failure.message}; with the current queue and cluster settings"
+            " it would be feasible"
+        )
+        return Explanation(
+            action=action.id,
+            queue=action.queue,
+            state=ExplanationState.FAILED,
+            code=failure.code.value,
+            message=message,
+            as_of=snapshot.now,
+        )
+    suggestions = _Fixes(solo, problem, reasons, action).suggestions()
+    return Explanation(
+        action=action.id,
+        queue=action.queue,
+        state=ExplanationState.FAILED,
+        code=failure.code.value,
+        message=f"{action.id} can never run: {items[0].message}"
+        + (f" (and {len(items) - 1} more)" if len(items) > 1 else ""),
+        items=items,
+        suggestions=suggestions,
+        as_of=snapshot.now,
+    )
+
+
+def _units(problem: Problem, action: ActionInfo) -> tuple[list[Item], dict, dict, int]:
+    """The containers to place and the demand: the action's, or its environment's."""
+    if action.env is not None:
+        env = problem.envs[action.env]
+        return env.items, env.demand.resources, env.demand.devices, env.demand.untyped
+    demand = action.demand
+    return action.items, demand.resources, demand.devices, demand.untyped
+
+
+def _matching(item: Item, pools: list[PoolInfo]) -> list[PoolInfo]:
+    """Pools with the container's kind of node: its device, any whole NVIDIA GPU, or none."""
+    if item.gpus == 0:
+        return [p for p in pools if not p.gpus_per_node]
+    if item.device is not None:
+        return [p for p in pools if p.device == item.device]
+    return [p for p in pools if p.nvidia and p.device.count("/") == 1]  # type: ignore[union-attr]
+
+
+def _labelled(item: Item, pools: list[PoolInfo]) -> list[PoolInfo]:
+    return [p for p in pools if all(p.labels.get(k) == v for k, v in item.selector.items())]
+
+
+def _dim_text(problem: Problem, d: int, amount: int) -> str:
+    if d == GPU_DIM:
+        return f"{amount} GPU" + ("" if amount == 1 else "s")
+    name = problem.dims[d]
+    return f"{name} {format_quantity(name, amount)}"
+
+
+def _over(problem: Problem, d: int, requested: int, limit: int) -> str:
+    """`cpu 48 > 32`, `4 GPUs > 2`."""
+    bound = str(limit) if d == GPU_DIM else format_quantity(problem.dims[d], limit)
+    return f"{_dim_text(problem, d, requested)} > {bound}"
+
+
+class _Reasons:
+    def __init__(self, problem: Problem, action: ActionInfo) -> None:
+        self.problem = problem
+        self.action = action
+        self.queue = problem.queues[action.queue]
+        self.items, self.resources, self.devices, self.untyped = _units(problem, action)
+        self.refused: dict[int, list[Reason]] = {}  # cluster -> why it can never run there
+
+    def caps(self) -> list[Reason]:
+        q = self.queue
+        found = []
+        for name, amount in sorted(self.resources.items()):
+            cap = q.caps.get(name)
+            if cap is not None and amount > cap:
+                found.append(
+                    Reason(
+                        kind=ReasonKind.QUEUE_CAP,
+                        queue=q.name,
+                        resource=name,
+                        requested=amount,
+                        limit=cap,
+                        message=f"requests {name}={format_quantity(name, amount)} but queue"
+                        f" {q.name} caps {name} at {format_quantity(name, cap)}",
+                    )
+                )
+        for device, count in sorted(self.devices.items()):
+            cap = q.device_caps.get(device)
+            if cap is not None and count > cap:
+                found.append(
+                    Reason(
+                        kind=ReasonKind.DEVICE_CAP,
+                        queue=q.name,
+                        resource=device,
+                        requested=count,
+                        limit=cap,
+                        message=f"requests {device}:{count} but queue {q.name} caps {device}"
+                        f" at {cap}",
+                    )
+                )
+        if q.max_gpus is not None and self.untyped > q.max_gpus:
+            found.append(
+                Reason(
+                    kind=ReasonKind.UNTYPED_GPU_CAP,
+                    queue=q.name,
+                    resource=UNTYPED_GPU,
+                    requested=self.untyped,
+                    limit=q.max_gpus,
+                    message=f"requests gpu={self.untyped} but queue {q.name} caps untyped GPUs"
+                    f" at {q.max_gpus}",
+                )
+            )
+        return found
+
+    def clusters(self) -> list[Reason]:
+        problem, q = self.problem, self.queue
+        if not problem.cluster_names:
+            return []  # no fleet described: placement cannot be judged
+        if not q.clusters:
+            return [
+                Reason(
+                    kind=ReasonKind.NO_CLUSTER,
+                    queue=q.name,
+                    message=f"queue {q.name} routes to no cluster",
+                )
+            ]
+        for c in q.clusters:
+            found = self._cluster(c)
+            if not found:
+                return []  # one cluster could run it: placement is not why it failed
+            self.refused[c] = found
+        return [reason for c in q.clusters for reason in self.refused[c]]
+
+    def _cluster(self, c: int) -> list[Reason]:
+        problem = self.problem
+        name = problem.cluster_names[c]
+        pools = [problem.pools[p] for p in problem.pools_of_cluster[c]]
+        found = [
+            reason
+            for item in self.items
+            if not item.pools.get(c)
+            for reason in [self._container(item, name, pools)]
+        ]
+        if found:
+            return found
+        usable = sorted({p for item in self.items for p in item.pools[c]})
+        total = sum(item.request for item in self.items)
+        capacity = np.zeros(len(problem.dims), dtype=np.int64)
+        for p in usable:
+            pool = problem.pools[p]
+            capacity += np.where(pool.room >= UNBOUNDED, UNBOUNDED, pool.room * pool.max_nodes)
+        over = [d for d in range(len(problem.dims)) if total[d] > capacity[d]]
+        if not over:
+            return []
+        d = over[0]
+        shown = ", ".join(_over(problem, o, int(total[o]), int(capacity[o])) for o in over)
+        pools_used = ", ".join(problem.pools[p].name for p in usable)
+        return [
+            Reason(
+                kind=ReasonKind.LARGER_THAN_CLUSTER,
+                queue=self.queue.name,
+                cluster=name,
+                resource=problem.dims[d],
+                requested=int(total[d]),
+                limit=int(capacity[d]),
+                message=f"cluster {name}: its total request is more than pools {pools_used}"
+                f" have at full scale ({shown})",
+            )
+        ]
+
+    def _container(self, item: Item, cluster: str, pools: list[PoolInfo]) -> Reason:
+        problem = self.problem
+        what = describe_item(item, problem.dims)
+        base = {"queue": self.queue.name, "cluster": cluster, "container": item.name}
+        matching = _matching(item, pools)
+        if not matching:
+            offered = sorted({p.device for p in pools if p.device})
+            wanted = (
+                item.device
+                if item.device
+                else ("an NVIDIA GPU" if item.gpus else "a node without accelerators")
+            )
+            return Reason(
+                kind=ReasonKind.NO_ACCELERATOR,
+                resource=item.device or (UNTYPED_GPU if item.gpus else None),
+                message=f"cluster {cluster}: {what}: no node pool has {wanted}"
+                f" (offers {', '.join(offered) or 'no accelerators'})",
+                **base,
+            )
+        labelled = _labelled(item, matching)
+        if not labelled:
+            selector = ", ".join(f"{k}={v}" for k, v in sorted(item.selector.items()))
+            offered = "; ".join(
+                f"{p.name} {{{', '.join(f'{k}={v}' for k, v in sorted(p.labels.items()))}}}"
+                for p in matching
+            )
+            return Reason(
+                kind=ReasonKind.SELECTOR,
+                resource=selector,
+                message=f"cluster {cluster}: {what}: node selector {selector} matches no pool's"
+                f" labels (pools with its kind of node: {offered})",
+                **base,
+            )
+        if item.untyped:
+            capped = {
+                p.device: self.queue.device_caps[p.device]  # type: ignore[index]
+                for p in labelled
+                if self.queue.device_caps.get(p.device, item.gpus) < item.gpus  # type: ignore[arg-type]
+            }
+            if len(capped) == len({p.device for p in labelled}):
+                caps = ", ".join(f"{device} at {cap}" for device, cap in sorted(capped.items()))
+                return Reason(
+                    kind=ReasonKind.DEVICE_CAP,
+                    resource=min(capped),
+                    requested=item.gpus,
+                    limit=max(capped.values()),
+                    message=f"cluster {cluster}: {what}: queue {self.queue.name} caps every GPU"
+                    f" type here below that ({caps})",
+                    **base,
+                )
+        d, pool = _largest_short(item, labelled)
+        over = [
+            _over(problem, o, int(item.request[o]), int(pool.room[o]))
+            for o in range(len(problem.dims))
+            if item.request[o] > pool.room[o]
+        ]
+        return Reason(
+            kind=ReasonKind.LARGER_THAN_NODE,
+            node_pool=pool.name,
+            resource=problem.dims[d],
+            requested=int(item.request[d]),
+            limit=int(pool.room[d]),
+            message=f"cluster {cluster}: {what} is larger than any node (closest: pool"
+            f" {pool.name}, {', '.join(over)})",
+            **base,
+        )
+
+
+def _largest_short(item: Item, pools: list[PoolInfo]) -> tuple[int, PoolInfo]:
+    """The pool the container misses by the fewest dimensions (then by the least), and the
+    dimension it misses that pool by the most."""
+
+    def misses(pool: PoolInfo) -> tuple[int, float]:
+        over = item.request > pool.room
+        ratio = float((item.request[over] / np.maximum(pool.room[over], 1)).sum())
+        return int(over.sum()), ratio
+
+    pool = min(pools, key=misses)
+    over = np.flatnonzero(item.request > pool.room)
+    d = int(max(over, key=lambda o: item.request[o] / max(pool.room[o], 1)))
+    return d, pool
+
+
+class _Fixes:
+    """Candidate fixes, each checked with fail-fast on the changed action before it is kept."""
+
+    def __init__(self, solo: Snapshot, problem: Problem, reasons: _Reasons, action: Action) -> None:
+        self.solo = solo
+        self.problem = problem
+        self.reasons = reasons
+        self.action = action
+        self.queue = reasons.queue
+
+    def _feasible(self, changes: list[Change]) -> bool:
+        changed = apply_changes(self.solo, self.action.id, changes)
+        action = next(a for a in changed.actions if a.id == self.action.id)
+        return failure_alone(changed, action) is None
+
+    def suggestions(self) -> list[Suggestion]:
+        caps = self.reasons.caps()
+        raise_caps = [
+            (
+                Change(kind=ChangeKind.RAISE_CAP, queue=self.queue.name, resource=r.resource,
+                       value=r.requested),
+                f"raise {_cap_setting(r.resource)} of queue {self.queue.name} to"
+                f" {_cap_amount(r.resource, r.requested)}",
+            )
+            for r in caps
+        ]  # fmt: skip
+        reduce_caps = [self._reduce_for_cap(r) for r in caps]
+        cluster_fixes = [self._cluster_fix(c) for c in self.reasons.refused]
+        candidates: list[list[tuple[Change, str]]] = []
+        fleet_ok = not self.reasons.refused
+        for queue_part in ([], raise_caps, [c for part in reduce_caps for c in part]):
+            if not caps or queue_part:
+                if fleet_ok:
+                    candidates.append(queue_part)
+                else:
+                    candidates += [queue_part + fix for fix in cluster_fixes if fix]
+        candidates += [[route] for route in self._routes()]
+        found: list[Suggestion] = []
+        seen: set[str] = set()
+        for candidate in sorted((c for c in candidates if c), key=len):
+            message = "; ".join(words for _, words in candidate)
+            if message in seen:
+                continue
+            seen.add(message)
+            changes = [change for change, _ in candidate]
+            if self._feasible(changes):
+                found.append(Suggestion(changes=changes, message=f"{message}: then it can run"))
+            if len(found) == MOST_SUGGESTIONS:
+                break
+        return found
+
+    def _routes(self) -> list[tuple[Change, str]]:
+        if self.action.environment is not None:
+            return []  # an environment belongs to its queue
+        routes = []
+        for queue in self.solo.queues:
+            if queue.name == self.action.queue:
+                continue
+            change = Change(kind=ChangeKind.ROUTE_TO_QUEUE, value=queue.name)
+            if self._feasible([change]):
+                routes.append((change, f"submit it to queue {queue.name}, which can run it"))
+        return routes
+
+    def _reduce_for_cap(self, reason: Reason) -> list[tuple[Change, str]]:
+        """Take the excess off the largest requests of the capped resource."""
+        resource = reason.resource or ""
+        excess = (reason.requested or 0) - (reason.limit or 0)
+        holders = []
+        for item in self.reasons.items:
+            if resource == UNTYPED_GPU:
+                amount = item.gpus if item.untyped else 0
+            elif "/" in resource:
+                amount = item.gpus if item.device == resource else 0
+            else:
+                amount = self._container_amount(item, resource)
+            if amount:
+                holders.append((amount, item.name))
+        changes = []
+        dim = UNTYPED_GPU if resource == UNTYPED_GPU or "/" in resource else resource
+        for amount, name in sorted(holders, reverse=True):
+            if excess <= 0:
+                break
+            cut = min(excess, amount)
+            excess -= cut
+            changes.append(
+                (
+                    Change(kind=ChangeKind.REDUCE_REQUEST, container=name, resource=dim,
+                           value=amount - cut),
+                    f"reduce {_request_name(dim)} of container {name} from"
+                    f" {_cap_amount(dim, amount)} to {_cap_amount(dim, amount - cut)}",
+                )
+            )  # fmt: skip
+        return changes
+
+    def _container_amount(self, item: Item, resource: str) -> int:
+        containers = self.action.containers
+        if self.action.environment is not None:
+            env = next(e for e in self.solo.environments if e.name == self.action.environment)
+            containers = env.replica_containers()
+        for container in containers:
+            if container.name == item.name:
+                return container.resources.get(resource, 0)
+        return 0
+
+    def _cluster_fix(self, c: int) -> list[tuple[Change, str]]:
+        """Changes after which cluster `c` could run the action; empty if none is known."""
+        problem = self.problem
+        cluster = problem.cluster_names[c]
+        pools = [problem.pools[p] for p in problem.pools_of_cluster[c]]
+        changes: list[tuple[Change, str]] = []
+        for reason in self.reasons.refused[c]:
+            item = next((i for i in self.reasons.items if i.name == reason.container), None)
+            if reason.kind is ReasonKind.NO_ACCELERATOR and item is not None:
+                fix = self._other_device(item, pools)
+            elif reason.kind is ReasonKind.SELECTOR and item is not None:
+                fix = self._selector(item, _matching(item, pools))
+            elif reason.kind is ReasonKind.LARGER_THAN_NODE and item is not None:
+                fix = self._shrink(item, _labelled(item, _matching(item, pools)))
+            elif reason.kind is ReasonKind.LARGER_THAN_CLUSTER:
+                fix = self._grow(c, cluster)
+            else:
+                fix = []
+            if not fix:
+                return []
+            changes += fix
+        return changes
+
+    def _other_device(self, item: Item, pools: list[PoolInfo]) -> list[tuple[Change, str]]:
+        if not item.gpus:
+            return []
+        fitting = [p for p in _labelled(item, pools) if p.device and (item.request <= p.room).all()]
+        if not fitting:
+            return []
+        device = sorted(p.device for p in fitting)[0]  # type: ignore[type-var]
+        return [
+            (
+                Change(kind=ChangeKind.CHANGE_DEVICE, container=item.name, value=device),
+                f"ask for {device} instead in container {item.name}",
+            )
+        ]
+
+    def _selector(self, item: Item, pools: list[PoolInfo]) -> list[tuple[Change, str]]:
+        fitting = [p for p in pools if (item.request <= p.room).all()] or pools
+        pool = min(
+            fitting,
+            key=lambda p: (sum(p.labels.get(k) != v for k, v in item.selector.items()), p.name),
+        )
+        changes = []
+        for key, value in sorted(item.selector.items()):
+            label = pool.labels.get(key)
+            if label == value:
+                continue
+            words = (
+                f"set node selector {key}={label} in container {item.name}"
+                if label is not None
+                else f"drop node selector {key}={value} from container {item.name}"
+            )
+            changes.append(
+                (
+                    Change(kind=ChangeKind.CHANGE_SELECTOR, container=item.name, resource=key,
+                           value=label),
+                    f"{words} (pool {pool.name})",
+                )
+            )  # fmt: skip
+        return changes
+
+    def _shrink(self, item: Item, pools: list[PoolInfo]) -> list[tuple[Change, str]]:
+        if not pools:
+            return []
+        _, pool = _largest_short(item, pools)
+        changes = []
+        for d in np.flatnonzero(item.request > pool.room):
+            dim = UNTYPED_GPU if d == GPU_DIM else self.problem.dims[d]
+            value = int(pool.room[d])
+            changes.append(
+                (
+                    Change(kind=ChangeKind.REDUCE_REQUEST, container=item.name, resource=dim,
+                           value=value),
+                    f"reduce {_request_name(dim)} of container {item.name} from"
+                    f" {_cap_amount(dim, int(item.request[d]))} to {_cap_amount(dim, value)}"
+                    f" (a node of pool {pool.name})",
+                )
+            )  # fmt: skip
+        return changes
+
+    def _grow(self, c: int, cluster: str) -> list[tuple[Change, str]]:
+        """Add nodes to the pool that covers the shortfall with the fewest new nodes."""
+        problem = self.problem
+        items = self.reasons.items
+        usable = sorted({p for item in items for p in item.pools[c]})
+        total = sum(item.request for item in items)
+        capacity = sum(
+            np.where(problem.pools[p].room >= UNBOUNDED, UNBOUNDED,
+                     problem.pools[p].room * problem.pools[p].max_nodes)
+            for p in usable
+        )  # fmt: skip
+        short = np.maximum(total - capacity, 0)
+        best: tuple[int, PoolInfo] | None = None
+        for p in usable:
+            pool = problem.pools[p]
+            needs = [
+                math.ceil(short[d] / pool.room[d]) if pool.room[d] else math.inf
+                for d in np.flatnonzero(short)
+            ]
+            count = max(needs) if needs else 0
+            if count != math.inf and (best is None or count < best[0]):
+                best = (int(count), pool)
+        if best is None:
+            return []
+        count, pool = best
+        return [
+            (
+                Change(kind=ChangeKind.ADD_NODES, cluster=cluster, node_pool=pool.name,
+                       value=pool.max_nodes + count, amount=count),
+                f"raise max_nodes of pool {pool.name} in cluster {cluster} from"
+                f" {pool.max_nodes} to {pool.max_nodes + count}",
+            )
+        ]  # fmt: skip
+
+
+def _cap_setting(resource: str | None) -> str:
+    if resource == UNTYPED_GPU:
+        return "max_gpus"
+    if resource and "/" in resource:
+        return f"max_accelerators {resource}"
+    return f"max_resources {resource}"
+
+
+def _cap_amount(resource: str | None, amount: int | None) -> str:
+    if resource is None or resource == UNTYPED_GPU or "/" in resource:
+        return str(amount)
+    return format_quantity(resource, amount or 0)
+
+
+def _request_name(dim: str) -> str:
+    return "the GPU count" if dim == UNTYPED_GPU else f"the {dim} request"
