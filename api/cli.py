@@ -22,6 +22,19 @@ import click
 import yaml
 
 from api.client import DEFAULT_URL, Action, Fleet, Queue, SluiceClient
+from api.quota_cli import (
+    apply_quota,
+    cancel_job,
+    create_job_queue,
+    create_scheduling_policy,
+    create_service_environment,
+    get_job,
+    get_job_queue,
+    get_jobs,
+    quota_summary,
+    submit_job,
+    update_job_queue,
+)
 from api.render import action_detail, queue_detail, queue_table, tick_summary
 from api.whatif_cli import snapshot, whatif
 from bench.cli import bench
@@ -487,6 +500,8 @@ def apply(remote: Remote, path: Path) -> None:
     for environment in data.get("environments") or []:
         Fleet.put_environment(_settings_only(environment), client=client)
         click.echo(f"environment {environment['name']} put")
+    for line in apply_quota(data, client):  # scheduling policies, service environments, job queues
+        click.echo(line)
 
 
 def _settings_only(entry: dict[str, Any]) -> dict[str, Any]:
@@ -580,16 +595,27 @@ def serve(
 def solve(path: Path, as_json: bool, time_limit: float) -> None:
     """Run one tick offline on a scenario file and print its decisions.
 
-    With --json the top-level keys are scheduled, failed, waiting, queues and solver.
+    With --json the top-level keys are scheduled, failed, waiting, queues, solver and quota
+    (the job queues' part: scheduled, preempted, waiting, failed, job_queues).
     """
     from models.scenario import load_scenario
     from solver import TickOptions, tick
 
     result = tick(load_scenario(path), TickOptions(time_limit_s=time_limit))
     click.echo(result.model_dump_json(indent=2) if as_json else tick_summary(result))
+    if result.quota and not as_json:
+        click.echo(quota_summary(result.quota))
 
 
 # -- commands from other modules: one `main.add_command(...)` line each ------------------------
 main.add_command(bench)
 main.add_command(whatif)
 main.add_command(snapshot)
+# quota-managed job queues (api.quota_cli)
+for command in (create_job_queue, create_scheduling_policy, create_service_environment):
+    create.add_command(command)
+update.add_command(update_job_queue)
+for command in (get_job_queue, get_job, get_jobs):
+    get.add_command(command)
+cancel.add_command(cancel_job)
+main.add_command(submit_job)
