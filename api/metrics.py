@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from api.quota_schemas import JobQueuePublic
 from api.schemas import QueuePublic
 from api.ticker import TickStats
 from models.quantity import CPU, parse_quantity
@@ -84,4 +85,45 @@ def render_metrics(queues: Iterable[QueuePublic], stats: TickStats) -> str:
         usage, caps, waiting, running, depth, blocked, draining, blocked_count,
         duration, phases, ticks, failures, overruns,
     )  # fmt: skip
+    return "\n".join(line for family in families for line in family.lines) + "\n"
+
+
+def render_quota_metrics(queues: Iterable[JobQueuePublic]) -> str:
+    """The quota-managed job queues: status, and per share its limit, use, borrowed, lent,
+    live jobs and last tick's preemptions (instances are counts of one instance type)."""
+    valid = _Family("sluice_job_queue_valid", "gauge", "1 when the job queue's status is VALID.")
+    enabled = _Family("sluice_job_queue_enabled", "gauge", "1 when the job queue is ENABLED.")
+    capacity = _Family(
+        "sluice_job_queue_max_capacity", "gauge", "The service environment's most instances."
+    )
+    used_total = _Family("sluice_job_queue_used", "gauge", "Instances held (last tick).")
+    limit = _Family("sluice_quota_share_limit", "gauge", "The share's own capacity limit.")
+    used = _Family("sluice_quota_share_used", "gauge", "Instances the share holds (last tick).")
+    borrowed = _Family(
+        "sluice_quota_share_borrowed", "gauge", "Held beyond the share's limit (last tick)."
+    )
+    lent = _Family(
+        "sluice_quota_share_lent", "gauge", "Of the share's limit, in another share's use."
+    )
+    jobs = _Family("sluice_quota_share_jobs", "gauge", "Live jobs of the share, by state.")
+    preempted = _Family(
+        "sluice_quota_share_preempted", "gauge", "Jobs of the share preempted by the last tick."
+    )
+    for queue in queues:
+        valid.add(int(queue.status == "VALID"), job_queue=queue.name)
+        enabled.add(int(queue.state == "ENABLED"), job_queue=queue.name)
+        for kind, most in queue.max_capacity.items():
+            capacity.add(most, job_queue=queue.name, instance_type=kind)
+            used_total.add(queue.usage.get(kind, 0), job_queue=queue.name, instance_type=kind)
+        for share in queue.shares:
+            key = {"job_queue": queue.name, "share": share.name}
+            for kind in sorted(share.capacity_limits.keys() | share.usage.keys()):
+                limit.add(share.capacity_limits.get(kind, 0), **key, instance_type=kind)
+                used.add(share.usage.get(kind, 0), **key, instance_type=kind)
+                borrowed.add(share.borrowed.get(kind, 0), **key, instance_type=kind)
+                lent.add(share.lent.get(kind, 0), **key, instance_type=kind)
+            for state in ("queued", "scheduled", "running"):
+                jobs.add(getattr(share, state), **key, state=state)
+            preempted.add(sum(p.share == share.name for p in queue.preempted), **key)
+    families = (valid, enabled, capacity, used_total, limit, used, borrowed, lent, jobs, preempted)
     return "\n".join(line for family in families for line in family.lines) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from api.quota_schemas import JobQueuePublic
 from api.schemas import ActionPublic, QueuePublic
 from api.store import ActionRecord, QueueCounts, QueueRecord, Store
 from api.ticker import TickLoop
@@ -35,3 +36,18 @@ def _view(record: QueueRecord, counts: dict[str, QueueCounts], ticker: TickLoop)
 
 def action_view(record: ActionRecord, ticker: TickLoop) -> ActionPublic:
     return ActionPublic.of(record, ticker.waiting.get(record.action.id))
+
+
+def job_queue_view(store: Store, ticker: TickLoop, name: str) -> JobQueuePublic:
+    """One quota-managed job queue: status and job counts now, usage as of the last tick."""
+    result = ticker.last_result
+    return JobQueuePublic.of(
+        store.get_job_queue(name), store.share_counts(name), result.quota if result else None
+    )
+
+
+def job_queue_views(store: Store, ticker: TickLoop) -> list[JobQueuePublic]:
+    result = ticker.last_result
+    counts = store.share_counts()
+    quota = result.quota if result else None
+    return [JobQueuePublic.of(record, counts, quota) for record in store.list_job_queues()]

@@ -22,8 +22,7 @@ from api.quota_schemas import (
     ServiceEnvironmentIn,
     with_share,
 )
-from api.store import Store
-from api.ticker import TickLoop
+from api.views import job_queue_view, job_queue_views
 from models.errors import FailedPrecondition, NotFound
 from models.quota import JobQueue, SchedulingPolicy, ServiceEnvironment
 
@@ -71,20 +70,6 @@ def list_service_environments(store: StoreDep, _: PrincipalDep) -> list[ServiceE
 @environments.get("/{name}")
 def get_service_environment(name: str, store: StoreDep, _: PrincipalDep) -> ServiceEnvironment:
     return store.get_service_environment(name)
-
-
-def job_queue_view(store: Store, ticker: TickLoop, name: str) -> JobQueuePublic:
-    result = ticker.last_result
-    return JobQueuePublic.of(
-        store.get_job_queue(name), store.share_counts(name), result.quota if result else None
-    )
-
-
-def job_queue_views(store: Store, ticker: TickLoop) -> list[JobQueuePublic]:
-    result = ticker.last_result
-    counts = store.share_counts()
-    quota = result.quota if result else None
-    return [JobQueuePublic.of(record, counts, quota) for record in store.list_job_queues()]
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

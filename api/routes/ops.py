@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
-from api.metrics import render_metrics
-from api.views import queue_views
+from api.metrics import render_metrics, render_quota_metrics
+from api.views import job_queue_views, queue_views
 from models.arrow_io import STREAM_MEDIA_TYPE, write_snapshot_stream
 from models.fields import Timestamp
 
@@ -48,7 +48,8 @@ def metrics(store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> PlainTextRes
 
     Any token may scrape it."""
     return PlainTextResponse(
-        render_metrics(queue_views(store, ticker), ticker.stats),
+        render_metrics(queue_views(store, ticker), ticker.stats)
+        + render_quota_metrics(job_queue_views(store, ticker)),
         media_type="text/plain; version=0.0.4",
     )
 
