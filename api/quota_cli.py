@@ -138,7 +138,8 @@ def job_queue_detail(queue: dict[str, Any]) -> str:
             )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines += [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows
+        ("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))).rstrip()
+        for row in rows
     ]
     lines.append("lines")
     for share in queue["shares"]:
