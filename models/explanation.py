@@ -80,6 +80,7 @@ class ChangeKind(StrEnum):
     RAISE_LIMIT = "raise_limit"  # queue, setting (action/run concurrency, depth), value
     SWITCH_POLICY = "switch_policy"  # queue, value: the scheduling policy
     ADD_NODES = "add_nodes"  # cluster, node_pool, value: the new max_nodes (full scale)
+    ADD_POOL = "add_pool"  # cluster, node_pool (new name), like: "cluster/pool" to copy, value
     WAIT_FOR_FINISH = "wait_for_finish"  # queue, resource, amount that must finish
     ROUTE_TO_QUEUE = "route_to_queue"  # value: the queue to submit it to
     REDUCE_REQUEST = "reduce_request"  # container, resource, value: the new request
@@ -95,7 +96,8 @@ class Change(BaseModel):
     container: str | None = None
     resource: str | None = None  # a resource, device, "gpu", label key, or a setting name
     value: int | str | None = None
-    amount: int | None = None  # the increase (limits) or what must finish (waits)
+    amount: int | None = None  # the increase (limits, nodes) or what must finish (waits)
+    like: str | None = None  # add_pool: the "cluster/pool" whose nodes and labels to copy
 
 
 class Suggestion(BaseModel):

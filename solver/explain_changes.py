@@ -107,6 +107,33 @@ def _add_nodes(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
     return snapshot.model_copy(update={"clusters": clusters})
 
 
+def _add_pool(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
+    """A new pool shaped like `like` ("cluster/pool"), no node up, `value` at full scale."""
+    source_cluster, _, source_pool = (change.like or "").partition("/")
+    source = next(
+        (
+            pool
+            for cluster in snapshot.clusters
+            if cluster.name == source_cluster
+            for pool in cluster.node_pools
+            if pool.name == source_pool
+        ),
+        None,
+    )
+    if source is None:
+        raise InvalidInput(f"add_pool: no node pool {change.like!r} to copy")
+    added = source.model_copy(
+        update={"name": change.node_pool, "nodes": 0, "max_nodes": int(change.value or 1)}
+    )
+    clusters = [
+        c.model_copy(update={"node_pools": [*c.node_pools, added]})
+        if c.name == change.cluster
+        else c
+        for c in snapshot.clusters
+    ]
+    return snapshot.model_copy(update={"clusters": clusters})
+
+
 def _route(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
     actions = [
         a.model_copy(update={"queue": change.value}) if a.id == action_id else a
@@ -242,6 +269,7 @@ _APPLY: dict[ChangeKind, Callable[[Snapshot, str, Change], Snapshot]] = {
     ChangeKind.RAISE_LIMIT: _raise_limit,
     ChangeKind.SWITCH_POLICY: _switch_policy,
     ChangeKind.ADD_NODES: _add_nodes,
+    ChangeKind.ADD_POOL: _add_pool,
     ChangeKind.WAIT_FOR_FINISH: _finish,
     ChangeKind.ROUTE_TO_QUEUE: _route,
     ChangeKind.REDUCE_REQUEST: _reduce,

@@ -64,6 +64,7 @@ class Frozen:
     """The ledger form: a compiled reduced world with the admissions ahead placed."""
 
     line: Line
+    world: Snapshot  # the reduced snapshot the problem is compiled from
     problem: Problem
     plan: Plan
     action: ActionInfo
@@ -151,7 +152,7 @@ def _reduced(snapshot: Snapshot, line: Line, *, fixed: bool) -> Snapshot:
                 actions.append(action)
         elif action.id in keep_ids:
             if fixed and action.id in decisions:
-                actions.append(_as_running(action, decisions[action.id]))
+                actions.append(as_running(action, decisions[action.id]))
             elif fixed and line.head is not None and action.id == line.head.id:
                 actions.append(_held(action, snapshot))
             else:
@@ -200,7 +201,8 @@ def _placement(cluster: str, containers: list) -> Placement:
     )
 
 
-def _as_running(action: Action, decision: ScheduledAction) -> Action:
+def as_running(action: Action, decision: ScheduledAction) -> Action:
+    """An admitted action as the running work it becomes."""
     placement = None
     if decision.cluster is not None and decision.containers:
         placement = _placement(decision.cluster, decision.containers)
@@ -214,19 +216,20 @@ def _started(env: Environment, start: EnvironmentStart) -> Environment:
 
 
 def _held(head: Action, snapshot: Snapshot) -> Action:
-    """The head with the same containers plus one unit of the hold resource."""
+    """The head with the same containers, the first asking for one unit of the hold resource."""
     containers = head.containers
     if head.environment is not None:
         env = next(e for e in snapshot.environments if e.name == head.environment)
         containers = env.replica_containers()
+    # One unit in all: more than the cap of 1 would make the held head infeasible.
     held = [
         Container.model_construct(
             name=c.name,
-            resources={**c.resources, HOLD_RESOURCE: 1},
+            resources={**c.resources, HOLD_RESOURCE: 1} if i == 0 else dict(c.resources),
             gpu=c.gpu,
             node_selector=dict(c.node_selector),
         )
-        for c in containers
+        for i, c in enumerate(containers)
     ]
     return head.model_copy(update={"containers": held, "environment": None})
 
@@ -274,7 +277,8 @@ def proof_snapshot(snapshot: Snapshot, action_id: str, result: TickResult) -> Sn
 def freeze(snapshot: Snapshot, action_id: str, result: TickResult) -> Frozen:
     """The ledger form: compile the reduced world and place the admissions ahead."""
     line = read_line(snapshot, action_id, result)
-    problem = compile_snapshot(_reduced(snapshot, line, fixed=False))
+    world = _reduced(snapshot, line, fixed=False)
+    problem = compile_snapshot(world)
     plan = Plan(problem)
     decisions = {a.id: d for a, d in line.admitted}
     cluster_index = {name: i for i, name in enumerate(problem.cluster_names)}
@@ -304,7 +308,7 @@ def freeze(snapshot: Snapshot, action_id: str, result: TickResult) -> Frozen:
             )
         plan.admit(info, placement)
     assert target is not None  # the explained action is pending in the reduced world
-    return Frozen(line, problem, plan, target, unplaced)
+    return Frozen(line, world, problem, plan, target, unplaced)
 
 
 def _plan_placement(

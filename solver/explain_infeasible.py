@@ -34,6 +34,8 @@ from solver.failfast import Failure, describe_item, fail_fast
 from solver.problem import GPU_DIM, UNBOUNDED, ActionInfo, Item, PoolInfo, Problem, compile_snapshot
 
 MOST_SUGGESTIONS = 4
+# A fix can uncover the next reason: a selector that matches, then the size, then the total.
+FIX_ROUNDS = 4
 
 
 def alone(snapshot: Snapshot, action: Action) -> Snapshot:
@@ -187,6 +189,13 @@ class _Reasons:
             )
         return found
 
+    def capped(self, item: Item, pool: PoolInfo) -> int | None:
+        """The queue's cap on the pool's device when it keeps an untyped request off it."""
+        if not item.untyped or pool.device is None:
+            return None
+        cap = self.queue.device_caps.get(pool.device)
+        return cap if cap is not None and cap < item.gpus else None
+
     def clusters(self) -> list[Reason]:
         problem, q = self.problem, self.queue
         if not problem.cluster_names:
@@ -200,13 +209,14 @@ class _Reasons:
                 )
             ]
         for c in q.clusters:
-            found = self._cluster(c)
+            found = self.cluster(c)
             if not found:
                 return []  # one cluster could run it: placement is not why it failed
             self.refused[c] = found
         return [reason for c in q.clusters for reason in self.refused[c]]
 
-    def _cluster(self, c: int) -> list[Reason]:
+    def cluster(self, c: int) -> list[Reason]:
+        """Why cluster `c` could never run the action (empty: it could)."""
         problem = self.problem
         name = problem.cluster_names[c]
         pools = [problem.pools[p] for p in problem.pools_of_cluster[c]]
@@ -276,24 +286,20 @@ class _Reasons:
                 f" labels (pools with its kind of node: {offered})",
                 **base,
             )
-        if item.untyped:
-            capped = {
-                p.device: self.queue.device_caps[p.device]  # type: ignore[index]
-                for p in labelled
-                if self.queue.device_caps.get(p.device, item.gpus) < item.gpus  # type: ignore[arg-type]
-            }
-            if len(capped) == len({p.device for p in labelled}):
-                caps = ", ".join(f"{device} at {cap}" for device, cap in sorted(capped.items()))
-                return Reason(
-                    kind=ReasonKind.DEVICE_CAP,
-                    resource=min(capped),
-                    requested=item.gpus,
-                    limit=max(capped.values()),
-                    message=f"cluster {cluster}: {what}: queue {self.queue.name} caps every GPU"
-                    f" type here below that ({caps})",
-                    **base,
-                )
-        d, pool = _largest_short(item, labelled)
+        capped = {p.device: cap for p in labelled if (cap := self.capped(item, p)) is not None}
+        uncapped = [p for p in labelled if p.device not in capped]
+        caps = ", ".join(f"{device} at {cap}" for device, cap in sorted(capped.items()))
+        if not uncapped:
+            return Reason(
+                kind=ReasonKind.DEVICE_CAP,
+                resource=min(capped),  # type: ignore[type-var]
+                requested=item.gpus,
+                limit=max(capped.values()),
+                message=f"cluster {cluster}: {what}: queue {self.queue.name} caps every GPU"
+                f" type here below that ({caps})",
+                **base,
+            )
+        d, pool = _largest_short(item, uncapped)
         over = [
             _over(problem, o, int(item.request[o]), int(pool.room[o]))
             for o in range(len(problem.dims))
@@ -306,9 +312,18 @@ class _Reasons:
             requested=int(item.request[d]),
             limit=int(pool.room[d]),
             message=f"cluster {cluster}: {what} is larger than any node (closest: pool"
-            f" {pool.name}, {', '.join(over)})",
+            f" {pool.name}, {', '.join(over)})"
+            + (
+                f"; queue {self.queue.name} caps the other GPU types below it ({caps})"
+                if caps
+                else ""
+            ),
             **base,
         )
+
+
+def _fits(item: Item, pool: PoolInfo) -> bool:
+    return bool((item.request <= pool.room).all())
 
 
 def _largest_short(item: Item, pools: list[PoolInfo]) -> tuple[int, PoolInfo]:
@@ -353,7 +368,11 @@ class _Fixes:
             for r in caps
         ]  # fmt: skip
         reduce_caps = [self._reduce_for_cap(r) for r in caps]
-        cluster_fixes = [self._cluster_fix(c) for c in self.reasons.refused]
+        cluster_fixes = [
+            self._cluster_fix(c, settings)
+            for settings in (False, True)
+            for c in self.reasons.refused
+        ]
         candidates: list[list[tuple[Change, str]]] = []
         fleet_ok = not self.reasons.refused
         for queue_part in ([], raise_caps, [c for part in reduce_caps for c in part]):
@@ -430,36 +449,150 @@ class _Fixes:
                 return container.resources.get(resource, 0)
         return 0
 
-    def _cluster_fix(self, c: int) -> list[tuple[Change, str]]:
-        """Changes after which cluster `c` could run the action; empty if none is known."""
-        problem = self.problem
-        cluster = problem.cluster_names[c]
-        pools = [problem.pools[p] for p in problem.pools_of_cluster[c]]
+    def _cluster_fix(self, c: int, settings: bool) -> list[tuple[Change, str]]:
+        """Changes after which cluster `c` could run the action; empty if none is known.
+
+        Found a round at a time: a container made to fit a node can still leave a total
+        larger than the cluster. With `settings`, the fix changes the fleet and the queue (a
+        node pool copied from elsewhere, a device cap raised); otherwise the request.
+        """
         changes: list[tuple[Change, str]] = []
-        for reason in self.reasons.refused[c]:
+        for _ in range(FIX_ROUNDS):
+            solo = apply_changes(self.solo, self.action.id, [change for change, _ in changes])
+            problem = compile_snapshot(solo)
+            reasons = _Reasons(problem, problem.actions[0])
+            refused = reasons.cluster(c)
+            if not refused:
+                return changes
+            step = _ClusterStep(problem, reasons, c).changes(refused, settings)
+            if not step:
+                return []
+            changes += step
+        return []
+
+
+class _ClusterStep:
+    """One round of fixes for the reasons one cluster refuses the action."""
+
+    def __init__(self, problem: Problem, reasons: _Reasons, c: int) -> None:
+        self.problem = problem
+        self.reasons = reasons
+        self.c = c
+        self.cluster = problem.cluster_names[c]
+        self.pools = [problem.pools[p] for p in problem.pools_of_cluster[c]]
+
+    def changes(self, refused: list[Reason], settings: bool) -> list[tuple[Change, str]]:
+        changes: list[tuple[Change, str]] = []
+        for reason in refused:
             item = next((i for i in self.reasons.items if i.name == reason.container), None)
-            if reason.kind is ReasonKind.NO_ACCELERATOR and item is not None:
-                fix = self._other_device(item, pools)
-            elif reason.kind is ReasonKind.SELECTOR and item is not None:
-                fix = self._selector(item, _matching(item, pools))
-            elif reason.kind is ReasonKind.LARGER_THAN_NODE and item is not None:
-                fix = self._shrink(item, _labelled(item, _matching(item, pools)))
-            elif reason.kind is ReasonKind.LARGER_THAN_CLUSTER:
-                fix = self._grow(c, cluster)
-            else:
+            if reason.kind is ReasonKind.LARGER_THAN_CLUSTER:
+                fix = self._grow()
+            elif item is None:
                 fix = []
+            else:
+                sides = (self._settings_side, self._request_side)
+                first, second = sides if settings else sides[::-1]
+                fix = first(reason, item) or second(reason, item)
             if not fix:
                 return []
             changes += fix
         return changes
 
-    def _other_device(self, item: Item, pools: list[PoolInfo]) -> list[tuple[Change, str]]:
+    def _settings_side(self, reason: Reason, item: Item) -> list[tuple[Change, str]]:
+        """Raise a device cap that keeps untyped GPUs off a pool, or copy a pool that fits."""
+        if reason.kind in (ReasonKind.DEVICE_CAP, ReasonKind.LARGER_THAN_NODE):
+            raised = self._raise_device_cap(item)
+            if raised:
+                return raised
+        return self._add_pool(item)
+
+    def _request_side(self, reason: Reason, item: Item) -> list[tuple[Change, str]]:
+        match reason.kind:
+            case ReasonKind.DEVICE_CAP:
+                return self._fewer_gpus(item)
+            case ReasonKind.NO_ACCELERATOR:
+                return self._other_device(item)
+            case ReasonKind.SELECTOR:
+                return self._selector(item, _matching(item, self.pools))
+            case ReasonKind.LARGER_THAN_NODE:
+                pools = _labelled(item, _matching(item, self.pools))
+                return self._shrink(
+                    item, [p for p in pools if self.reasons.capped(item, p) is None]
+                )
+        return []
+
+    def _raise_device_cap(self, item: Item) -> list[tuple[Change, str]]:
+        """Raise the cap of a device type here (one the container fits, if any)."""
+        pools = [
+            p
+            for p in _labelled(item, _matching(item, self.pools))
+            if self.reasons.capped(item, p) is not None
+        ]
+        if not pools:
+            return []
+        device = min(pools, key=lambda p: (not _fits(item, p), p.device)).device
+        queue = self.reasons.queue.name
+        return [
+            (
+                Change(kind=ChangeKind.RAISE_CAP, queue=queue, resource=device, value=item.gpus),
+                f"raise max_accelerators {device} of queue {queue} to {item.gpus}",
+            )
+        ]
+
+    def _fewer_gpus(self, item: Item) -> list[tuple[Change, str]]:
+        """Ask for no more untyped GPUs than the highest device cap here allows."""
+        caps = [self.reasons.capped(item, p) for p in _labelled(item, _matching(item, self.pools))]
+        most = max((cap for cap in caps if cap is not None), default=0)
+        if not most:
+            return []
+        return [
+            (
+                Change(kind=ChangeKind.REDUCE_REQUEST, container=item.name, resource=UNTYPED_GPU,
+                       value=most),
+                f"reduce the GPU count of container {item.name} from {item.gpus} to {most}",
+            )
+        ]  # fmt: skip
+
+    def _add_pool(self, item: Item) -> list[tuple[Change, str]]:
+        """Copy a node pool of the fleet with the container's kind of node and labels."""
+        donors = [
+            pool
+            for pool in _labelled(item, _matching(item, self.problem.pools))
+            if self.reasons.capped(item, pool) is None
+        ]
+        if not donors:
+            return []
+        # One that fits, the smallest; else the largest (a later round reduces the request).
+        donor = min(
+            donors,
+            key=lambda p: (
+                not _fits(item, p),
+                tuple(np.minimum(p.room, UNBOUNDED) * (1 if _fits(item, p) else -1)),
+                self.problem.cluster_names[p.cluster],
+                p.name,
+            ),
+        )
+        taken = {p.name for p in self.pools}
+        name = donor.name
+        suffix = 2
+        while name in taken:
+            name, suffix = f"{donor.name}-{suffix}", suffix + 1
+        like = f"{self.problem.cluster_names[donor.cluster]}/{donor.name}"
+        return [
+            (
+                Change(kind=ChangeKind.ADD_POOL, cluster=self.cluster, node_pool=name, like=like,
+                       value=1),
+                f"add a node pool {name} like pool {like} to cluster {self.cluster}",
+            )
+        ]  # fmt: skip
+
+    def _other_device(self, item: Item) -> list[tuple[Change, str]]:
         if not item.gpus:
             return []
-        fitting = [p for p in _labelled(item, pools) if p.device and (item.request <= p.room).all()]
-        if not fitting:
+        offered = [p for p in _labelled(item, self.pools) if p.device]
+        if not offered:
             return []
-        device = sorted(p.device for p in fitting)[0]  # type: ignore[type-var]
+        device = min(offered, key=lambda p: (not _fits(item, p), p.device)).device
         return [
             (
                 Change(kind=ChangeKind.CHANGE_DEVICE, container=item.name, value=device),
@@ -511,9 +644,9 @@ class _Fixes:
             )  # fmt: skip
         return changes
 
-    def _grow(self, c: int, cluster: str) -> list[tuple[Change, str]]:
+    def _grow(self) -> list[tuple[Change, str]]:
         """Add nodes to the pool that covers the shortfall with the fewest new nodes."""
-        problem = self.problem
+        problem, c = self.problem, self.c
         items = self.reasons.items
         usable = sorted({p for item in items for p in item.pools[c]})
         total = sum(item.request for item in items)
@@ -538,9 +671,9 @@ class _Fixes:
         count, pool = best
         return [
             (
-                Change(kind=ChangeKind.ADD_NODES, cluster=cluster, node_pool=pool.name,
+                Change(kind=ChangeKind.ADD_NODES, cluster=self.cluster, node_pool=pool.name,
                        value=pool.max_nodes + count, amount=count),
-                f"raise max_nodes of pool {pool.name} in cluster {cluster} from"
+                f"raise max_nodes of pool {pool.name} in cluster {self.cluster} from"
                 f" {pool.max_nodes} to {pool.max_nodes + count}",
             )
         ]  # fmt: skip

@@ -19,8 +19,8 @@ from models.explanation import (
 from models.quantity import format_quantity
 from models.result import UNTYPED_GPU, TickResult, WaitReason
 from models.snapshot import Scheduling, Snapshot
-from solver.explain_changes import FINISH_ACTIONS, FINISH_RUNS
-from solver.explain_frozen import freeze
+from solver.explain_changes import FINISH_ACTIONS, FINISH_RUNS, charge
+from solver.explain_frozen import as_running, freeze
 from solver.explain_model import Assumption, ExplainModel, Fix, Limit
 from solver.problem import GPU_DIM, UNBOUNDED, Item, PoolInfo
 
@@ -456,12 +456,14 @@ class _Words:
         )
 
     def _held(self, assumption: Assumption) -> int:
-        subject = str(assumption.subject)
-        if assumption.limit is Limit.CAP:
-            return self.usage.used.get(subject, 0)
-        if assumption.limit is Limit.UNTYPED:
-            return self.usage.untyped_used
-        return self.usage.device_used.get(subject, 0)
+        """What the queue's actions hold of a capped resource: all that can finish (a
+        running environment's pool keeps its charge while it lives)."""
+        frozen = self.frozen
+        actions = [
+            a for a in frozen.world.actions if a.queue == self.name and a.state.value == "running"
+        ]
+        actions += [as_running(a, d) for a, d in frozen.line.admitted if a.queue == self.name]
+        return sum(charge(frozen.world, a).get(str(assumption.subject), 0) for a in actions)
 
 
 def _nodes(count: int) -> str:
