@@ -23,6 +23,7 @@ from quota_builders import G5, P3, SEED_FIXTURE
 from api.cli import Remote, main
 from api.client import Job, JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvironment
 from api.store import SqliteStore
+from models.arrow_io import read_snapshot_stream
 from models.errors import FailedPrecondition
 
 POLICY = {"quota_share_policy": {"idle_resource_assignment_strategy": "FIFO"}}
@@ -307,10 +308,13 @@ def test_seed_example_borrow_reclaim_and_back_in_line(tmp_path: Path) -> None:
         metrics = svc.http.get("/metrics").text
         share_a = 'job_queue="training",share="project-a",instance_type="ml.g5.xlarge"'
         assert f"sluice_quota_share_borrowed{{{share_a}}} 1" in metrics
-        assert (
-            'sluice_quota_share_jobs{job_queue="training",share="project-a",state="queued"} 1'
-            in (metrics)
-        )
+        jobs = 'sluice_quota_share_jobs{job_queue="training",share="project-a",state="queued"}'
+        assert f"{jobs} 1" in metrics
+        # The service's snapshot (GET /snapshot, Arrow) carries the job queues too.
+        snapshot = read_snapshot_stream(svc.http.get("/snapshot").content)
+        assert [q.name for q in snapshot.job_queues] == ["training"]
+        held = [(j.id, j.state.value) for j in snapshot.jobs if j.state.holds_capacity]
+        assert held == [("a-1", "RUNNING"), ("a-2", "SCHEDULED")]
 
 
 def test_in_share_preemption_and_lowered_limits_through_the_api(tmp_path: Path) -> None:
