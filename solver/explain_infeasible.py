@@ -422,12 +422,19 @@ class _Fixes:
                 amount = self._container_amount(item, resource)
             if amount:
                 holders.append((amount, item.name))
-        changes = []
         dim = UNTYPED_GPU if resource == UNTYPED_GPU or "/" in resource else resource
+        if self.action.environment is not None and holders:
+            # Every replica asks the same: a change to one is a change to all of them.
+            amount, name = holders[0]
+            cut = amount - (reason.limit or 0) // len(holders)
+            holders, excess = [(amount, name)], cut
+        changes = []
         for amount, name in sorted(holders, reverse=True):
             if excess <= 0:
                 break
             cut = min(excess, amount)
+            if cut == amount:
+                return []  # dropping the request altogether is no fix anyone asked for
             excess -= cut
             changes.append(
                 (

@@ -208,22 +208,19 @@ class _Words:
         used = self.usage.device_used.get(device, 0)
         cap = self.queue.device_caps[device]
         typed = self.model.charge.devices.get(device, 0)
-        message = f"queue {self.name}, {device}: {used} of {cap} in use"
-        if typed:
-            message += f", needs {typed}"
-        untyped = sorted({self.model.items[s.item].name for s in self.model.device_landing(device)})
-        if untyped:
-            message += (
-                f"; untyped GPUs of container {', '.join(untyped)} would count against it"
-                f" where they land on {device.split('/')[-1]} nodes"
-            )
+        landing = {s.item: self.model.items[s.item] for s in self.model.device_landing(device)}
+        need = typed + sum(item.gpus for item in landing.values())
+        message = f"queue {self.name}, {device}: {used} of {cap} in use, needs {need}"
+        if landing:
+            names = ", ".join(item.name for item in landing.values())
+            message += f" where untyped container {names} lands on {device.split('/')[-1]} nodes"
         return Reason(
             kind=ReasonKind.DEVICE_CAP,
             queue=self.name,
             resource=device,
             used=used,
             limit=cap,
-            requested=typed or None,
+            requested=need,
             message=message,
         )
 
@@ -277,8 +274,8 @@ class _Words:
             return Reason(
                 kind=ReasonKind.NODE_FIT,
                 message=f"{where}: {self._amount(d, total, pool)} free but at most"
-                f" {self._amount(d, largest, pool)} on one node, container {item.name} needs"
-                f" {self._amount(d, need, pool)} on one node",
+                f" {self._bare(d, largest)} on one node, container {item.name} needs"
+                f" {self._bare(d, need)} on one node",
                 **base,
                 **numbers,
             )
@@ -305,6 +302,10 @@ class _Words:
             **base,
             **numbers,
         )
+
+    def _bare(self, d: int, amount: int) -> str:
+        """An amount after the first of a sentence, which named the unit."""
+        return str(amount) if d == GPU_DIM else format_quantity(self.problem.dims[d], amount)
 
     def _amount(self, d: int, amount: int, pool: PoolInfo) -> str:
         dim = self.problem.dims[d]
