@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise, repeat
-from typing import Any, NoReturn, TypeVar
+from types import MemberDescriptorType
+from typing import Any, NoReturn, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -69,6 +70,7 @@ _SEP = "\x1f"
 _ROW_SEP = "\x1e"
 _INT64 = pa.int64()
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class _Table:
@@ -333,11 +335,11 @@ def _check_names(table: _Table, column: str) -> None:
 
 def _check_non_negative(table: _Table, *columns: str) -> None:
     for column in columns:
-        table.check(
-            pc.less(table[column], 0),
-            column,
-            lambda row, column=column: f"{table.value(column, row)} is negative",
-        )
+
+        def negative(row: int, column: str = column) -> str:
+            return f"{table.value(column, row)} is negative"
+
+        table.check(pc.less(table[column], 0), column, negative)
 
 
 def _check_reference(table: _Table, column: str, index: np.ndarray, what: str) -> None:
@@ -676,10 +678,20 @@ def _models(checked: _Checked) -> Snapshot:
     )
 
 
-# BaseModel keeps these in slots; setting them through their descriptors is the cheapest way.
-_SET_FIELDS_SET = BaseModel.__pydantic_fields_set__.__set__  # type: ignore[attr-defined]
-_SET_EXTRA = BaseModel.__pydantic_extra__.__set__  # type: ignore[attr-defined]
-_SET_PRIVATE = BaseModel.__pydantic_private__.__set__  # type: ignore[attr-defined]
+def _slot_setter(name: str) -> Callable[[object, object], None]:
+    """The setter of one of BaseModel's slots.
+
+    BaseModel keeps these in slots; setting them through their descriptors is the cheapest way.
+    Read from the class __dict__: pydantic annotates these names with the instance values' types,
+    not the slot descriptors the class holds.
+    """
+    descriptor: MemberDescriptorType = vars(BaseModel)[name]
+    return descriptor.__set__
+
+
+_SET_FIELDS_SET = _slot_setter("__pydantic_fields_set__")
+_SET_EXTRA = _slot_setter("__pydantic_extra__")
+_SET_PRIVATE = _slot_setter("__pydantic_private__")
 
 
 def _instances(cls: type[M], columns: dict[str, Sequence[Any]]) -> list[M]:
@@ -696,7 +708,7 @@ def _instances(cls: type[M], columns: dict[str, Sequence[Any]]) -> list[M]:
         )
     fields_set = set(columns)
     new, set_attribute = object.__new__, object.__setattr__
-    models = []
+    models: list[M] = []
     append = models.append
     for values in map(dict, map(zip, repeat(tuple(columns)), zip(*columns.values(), strict=True))):
         model = new(cls)
@@ -708,7 +720,7 @@ def _instances(cls: type[M], columns: dict[str, Sequence[Any]]) -> list[M]:
     return models
 
 
-def _distinct(array: pa.Array, convert: Callable[[Any], Hashable]) -> list[Any]:
+def _distinct(array: pa.Array, convert: Callable[[Any], T]) -> list[T | None]:
     """`convert` applied once per distinct value; null stays None."""
     distinct = pc.unique(array)
     values = [None if v is None else convert(v) for v in distinct.to_pylist()]
@@ -742,10 +754,12 @@ def _dicts(array: pa.Array) -> list[dict[str, Any]]:
 
     def mapping(row: str) -> dict[str, Any]:
         pairs = (entry.split(_SEP) for entry in row.split(_ROW_SEP)) if row else ()
-        return {key: cast(value) for key, value in pairs}
+        return {key: item(value) for key, value in pairs}
 
-    cast = int if pa.types.is_integer(items.type) else str
-    return list(map(dict.copy, _distinct(rows, mapping)))
+    item: Callable[[str], int | str] = int if pa.types.is_integer(items.type) else str
+    # A list array built from offsets alone has no null rows, so no row comes back None.
+    distinct = cast(list[dict[str, Any]], _distinct(rows, mapping))
+    return list(map(dict.copy, distinct))
 
 
 def _gpu_requests(counts: pa.Array, devices: pa.Array) -> list[AcceleratorRequest | None]:

@@ -58,8 +58,8 @@ from models.arrow_schema import (
 from models.errors import InvalidInput
 from models.quantity import parse_quantity
 from models.quota_result import QuotaTickResult
-from models.result import UNTYPED_GPU, QueueMetrics, TickResult
-from models.snapshot import Container, Environment, Placement, Snapshot
+from models.result import UNTYPED_GPU, PlacedContainer, QueueMetrics, ScheduledAction, TickResult
+from models.snapshot import Container, ContainerPlacement, Environment, Placement, Snapshot
 
 Format = Literal["arrow", "parquet"]
 STREAM_MEDIA_TYPE = "application/vnd.apache.arrow.stream"
@@ -234,7 +234,8 @@ def _containers_table(snapshot: Snapshot) -> pa.Table:
 
 
 def _placements_table(snapshot: Snapshot) -> pa.Table:
-    rows = [
+    # (action, environment, container): each row belongs to one or the other
+    rows: list[tuple[str | None, str | None, ContainerPlacement]] = [
         (action.id, None, spot)
         for action in snapshot.actions
         if action.placement
@@ -327,9 +328,10 @@ def _quota_tables(snapshot: Snapshot) -> dict[str, pa.Table]:
 
 def result_tables(result: TickResult) -> dict[str, pa.Table]:
     """The tick result as plain tables (see models.arrow_schema.RESULT_TABLES)."""
-    scheduled = [
-        (s, c) for s in result.scheduled for c in (s.containers or [None])
-    ]  # an action joining a running pool has no containers of its own: one row with nulls
+    # an action joining a running pool has no containers of its own: one row with nulls
+    scheduled: list[tuple[ScheduledAction, PlacedContainer | None]] = [
+        (s, c) for s in result.scheduled for c in (s.containers or (None,))
+    ]
     started = [(e, c) for e in result.environments_started for c in e.containers]
     queues = list(result.queues.values())
     usage = [row for metrics in queues for row in _usage_rows(metrics)]

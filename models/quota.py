@@ -346,12 +346,12 @@ def check_quota_references(
                 f"job queue {queue.name}: unknown service environment {queue.service_environment!r}"
             )
     for job in jobs:
-        queue = queues.get(job.job_queue)
-        if queue is None:
+        job_queue = queues.get(job.job_queue)
+        if job_queue is None:
             raise InvalidInput(f"job {job.id}: unknown job queue {job.job_queue!r}")
-        if queue.share(job.share) is None:
+        if job_queue.share(job.share) is None:
             raise InvalidInput(
-                f"job {job.id}: job queue {queue.name} has no quota share {job.share!r}"
+                f"job {job.id}: job queue {job_queue.name} has no quota share {job.share!r}"
             )
 
 
