@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -177,12 +177,12 @@ class QuotaModel:
         """The environment's maximum for the instance type is never exceeded."""
         self.model.add(sum(charged) <= pool.maximum)
 
-    def _reserve_never_lent(self, pool: Pool, charged: dict[str, cp_model.LinearExprT]) -> None:
+    def _reserve_never_lent(self, pool: Pool, charged: Mapping[str, cp_model.LinearExprT]) -> None:
         """Use beyond own limits is covered by lenders' idle limits and unassigned capacity."""
         self.model.add(self._sharing_load(pool, charged) <= pool.lendable)
 
     def _sharing_load(
-        self, pool: Pool, charged: dict[str, cp_model.LinearExprT]
+        self, pool: Pool, charged: Mapping[str, cp_model.LinearExprT]
     ) -> cp_model.LinearExprT:
         """Lending shares' whole charge plus RESERVE shares' charge beyond their limits."""
         load: list[cp_model.LinearExprT] = []
