@@ -13,7 +13,17 @@ from fastapi import FastAPI
 from api.auth import Authenticator
 from api.config import ServiceSettings
 from api.errors import install_error_handlers
-from api.routes import actions, clusters, environments, job_queues, jobs, ops, queues, watch
+from api.routes import (
+    actions,
+    clusters,
+    environments,
+    explanations,
+    job_queues,
+    jobs,
+    ops,
+    queues,
+    watch,
+)
 from api.routes import settings as org_settings
 from api.store import SqliteStore, Store
 from api.ticker import TickFn, TickLoop, solver_tick
@@ -75,7 +85,7 @@ def create_app(
     )
     app.state.auth = authenticator
     install_error_handlers(app)
-    routers = (queues, actions, clusters, org_settings, environments, watch, ops)
+    routers = (queues, actions, clusters, org_settings, environments, watch, ops, explanations)
     for module in routers:
         app.include_router(module.router)
     for router in (*job_queues.routers, jobs.router):  # quota-managed job queues

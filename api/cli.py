@@ -22,6 +22,7 @@ import click
 import yaml
 
 from api.client import DEFAULT_URL, Action, Fleet, Queue, SluiceClient
+from api.explain_cli import explain
 from api.quota_cli import (
     apply_quota,
     cancel_job,
@@ -611,6 +612,7 @@ def solve(path: Path, as_json: bool, time_limit: float) -> None:
 main.add_command(bench)
 main.add_command(whatif)
 main.add_command(snapshot)
+main.add_command(explain)
 # quota-managed job queues (api.quota_cli)
 for command in (create_job_queue, create_scheduling_policy, create_service_environment):
     create.add_command(command)

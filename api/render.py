@@ -100,6 +100,10 @@ def queue_detail(queue: dict[str, Any]) -> str:
     banner = blocked_banner(queue)
     if banner:
         lines += [banner, ""]
+    head = queue.get("head_explanation")
+    if head:
+        lines += [f"   why {head['action']} waits: {item['message']}" for item in head["items"]]
+        lines += [f"   what would let it run: {s['message']}" for s in head["suggestions"]] + [""]
     state = "draining" if queue["draining"] else "accepting"
     lines.append(
         f"queue {queue['name']}  pool {queue['pool']}  {queue['scheduling']}"

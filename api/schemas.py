@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationErr
 from api.errors import invalid_from_validation
 from api.store import ActionRecord, Outcome, Phase, QueueCounts, QueueRecord
 from models.errors import ErrorCode
+from models.explanation import Explanation
 from models.fields import Duration, Timestamp
 from models.result import QueueMetrics, WaitingAction, WaitReason
 from models.snapshot import (
@@ -134,6 +135,9 @@ class QueuePublic(BaseModel):
     depth_used: int
     waiting: int
     as_of: Timestamp | None = Field(description="the tick the usage figures come from")
+    head_explanation: Explanation | None = Field(
+        default=None, description="why the blocked head waits (GET /queues/{name} only)"
+    )
 
     @classmethod
     def of(

@@ -367,20 +367,18 @@ class _Fixes:
             )
             for r in caps
         ]  # fmt: skip
-        reduce_caps = [self._reduce_for_cap(r) for r in caps]
-        cluster_fixes = [
-            self._cluster_fix(c, settings)
-            for settings in (False, True)
-            for c in self.reasons.refused
-        ]
+        reduce_caps = [change for r in caps for change in self._reduce_for_cap(r)]
         candidates: list[list[tuple[Change, str]]] = []
-        fleet_ok = not self.reasons.refused
-        for queue_part in ([], raise_caps, [c for part in reduce_caps for c in part]):
-            if not caps or queue_part:
-                if fleet_ok:
-                    candidates.append(queue_part)
-                else:
-                    candidates += [queue_part + fix for fix in cluster_fixes if fix]
+        # A change to the request can settle a cap and a cluster at once, so the queue part
+        # may be empty even when a cap is exceeded; the check below sorts that out.
+        for queue_part in _distinct([[], raise_caps, reduce_caps]):
+            if not self.reasons.refused:
+                candidates.append(queue_part)
+            for settings in (False, True):
+                for c in self.reasons.refused:
+                    fix = self._cluster_fix(c, settings, queue_part)
+                    if fix is not None:
+                        candidates.append(queue_part + fix)
         candidates += [[route] for route in self._routes()]
         found: list[Suggestion] = []
         seen: set[str] = set()
@@ -456,8 +454,10 @@ class _Fixes:
                 return container.resources.get(resource, 0)
         return 0
 
-    def _cluster_fix(self, c: int, settings: bool) -> list[tuple[Change, str]]:
-        """Changes after which cluster `c` could run the action; empty if none is known.
+    def _cluster_fix(
+        self, c: int, settings: bool, base: list[tuple[Change, str]]
+    ) -> list[tuple[Change, str]] | None:
+        """Changes that, after `base`, let cluster `c` run the action; None if none is known.
 
         Found a round at a time: a container made to fit a node can still leave a total
         larger than the cluster. With `settings`, the fix changes the fleet and the queue (a
@@ -465,17 +465,17 @@ class _Fixes:
         """
         changes: list[tuple[Change, str]] = []
         for _ in range(FIX_ROUNDS):
-            solo = apply_changes(self.solo, self.action.id, [change for change, _ in changes])
-            problem = compile_snapshot(solo)
+            done = [change for change, _ in base + changes]
+            problem = compile_snapshot(apply_changes(self.solo, self.action.id, done))
             reasons = _Reasons(problem, problem.actions[0])
             refused = reasons.cluster(c)
             if not refused:
                 return changes
             step = _ClusterStep(problem, reasons, c).changes(refused, settings)
             if not step:
-                return []
+                return None
             changes += step
-        return []
+        return None
 
 
 class _ClusterStep:
@@ -684,6 +684,15 @@ class _ClusterStep:
                 f" {pool.max_nodes} to {pool.max_nodes + count}",
             )
         ]  # fmt: skip
+
+
+def _distinct(parts: list[list[tuple[Change, str]]]) -> list[list[tuple[Change, str]]]:
+    """Each queue part once (no cap exceeded: all of them are empty)."""
+    seen: list[list[tuple[Change, str]]] = []
+    for part in parts:
+        if part not in seen:
+            seen.append(part)
+    return seen
 
 
 def _cap_setting(resource: str | None) -> str:

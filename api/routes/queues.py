@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.routes.explanations import with_head_explanation
 from api.schemas import QueueCreate, QueuePublic, QueueUpdate
 from api.views import queue_view, queue_views
 
@@ -34,7 +35,7 @@ def list_queues(
 
 @router.get("/{name}")
 def get_queue(name: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> QueuePublic:
-    return queue_view(store, ticker, name)
+    return with_head_explanation(queue_view(store, ticker, name), store, ticker)
 
 
 @router.patch("/{name}")
