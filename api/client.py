@@ -17,10 +17,11 @@ models.errors (`ResourceExhausted`, `MaxQueuedTimeExceededError`, ...).
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -229,11 +230,11 @@ class Queue:
 
     @staticmethod
     def watch_pool(
-        pools: list[str] | None = None,
+        pools: builtins.list[str] | None = None,  # `list` in this class is Queue.list
         *,
         limit: int | None = None,
         client: SluiceClient | None = None,
-    ) -> Iterator[list[JSON]]:
+    ) -> Iterator[builtins.list[JSON]]:
         """Every live queue in the pools (all pools when omitted), now and after every tick."""
         return _client(client).stream("/watch/queues", _drop_unset(pool=pools, limit=limit))
 
@@ -285,7 +286,7 @@ class Action:
     def spec(
         *,
         queue: str | None = None,
-        resources: dict[str, str | int] | None = None,
+        resources: Mapping[str, str | int] | None = None,
         gpu: str | int | None = None,
         node_selector: dict[str, str] | None = None,
         containers: list[JSON] | None = None,
@@ -297,7 +298,9 @@ class Action:
     ) -> JSON:
         """The body of one submission; `resources`/`gpu` describe a single container."""
         if containers is None and environment is None:
-            container = _drop_unset(resources=resources or {}, gpu=gpu, node_selector=node_selector)
+            container = _drop_unset(
+                resources=dict(resources or {}), gpu=gpu, node_selector=node_selector
+            )
             containers = [container]
         return _drop_unset(
             id=id,

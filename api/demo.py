@@ -65,45 +65,54 @@ DEMO_CLUSTERS = [
     Cluster.model_validate({"name": "central", "node_pools": [_pool("cpu", "32", "128Gi", 8, 16)]}),
 ]
 
+# Spelled as a scenario file spells them ("4Ti", "T4:1"): validation parses the spellings.
 DEMO_QUEUES = [
     # The seed's two teams ("Set caps on a queue" and the inference-eval example).
-    Queue(
-        name="research",
-        pool=GPU_POOL,
-        run_concurrency=100,
-        action_concurrency=1000,
-        max_resources={"cpu": "512", "memory": "4Ti"},
-        max_gpus=8,
-        max_accelerators={"H100": 48},
-        scheduling="greedy_capacity",
+    Queue.model_validate(
+        {
+            "name": "research",
+            "pool": GPU_POOL,
+            "run_concurrency": 100,
+            "action_concurrency": 1000,
+            "max_resources": {"cpu": "512", "memory": "4Ti"},
+            "max_gpus": 8,
+            "max_accelerators": {"H100": 48},
+            "scheduling": "greedy_capacity",
+        }
     ),
-    Queue(
-        name="inference-eval",
-        pool=GPU_POOL,
-        run_concurrency=50,
-        action_concurrency=500,
-        max_resources={"cpu": "128"},
-        max_accelerators={"H100": 16},
-        scheduling="greedy_capacity",
+    Queue.model_validate(
+        {
+            "name": "inference-eval",
+            "pool": GPU_POOL,
+            "run_concurrency": 50,
+            "action_concurrency": 500,
+            "max_resources": {"cpu": "128"},
+            "max_accelerators": {"H100": 16},
+            "scheduling": "greedy_capacity",
+        }
     ),
     # Gang-style jobs on their own strict FIFO queue, as the seed advises.
-    Queue(
-        name="gang-train",
-        pool=GPU_POOL,
-        run_concurrency=4,
-        max_accelerators={"H100": 32},
-        scheduling="strict_fifo",
-        depth=50,
+    Queue.model_validate(
+        {
+            "name": "gang-train",
+            "pool": GPU_POOL,
+            "run_concurrency": 4,
+            "max_accelerators": {"H100": 32},
+            "scheduling": "strict_fifo",
+            "depth": 50,
+        }
     ),
 ]
 
 DEMO_ENVIRONMENTS = [
-    Environment(
-        name="embedder",
-        queue="research",
-        replicas=2,
-        resources={"cpu": "2", "memory": "8Gi"},
-        gpu="T4:1",
+    Environment.model_validate(
+        {
+            "name": "embedder",
+            "queue": "research",
+            "replicas": 2,
+            "resources": {"cpu": "2", "memory": "8Gi"},
+            "gpu": "T4:1",
+        }
     )
 ]
 
