@@ -67,18 +67,18 @@ def assess(
         containers = env.replica_containers()
         gpus += _charge(fleet, ledgers[env.queue], placement, containers, default_type, problems)
     for entry in scheduled:
-        action = actions.get(entry.action)
-        if action is None or action.state is not ActionState.QUEUED:
+        queued = actions.get(entry.action)
+        if queued is None or queued.state is not ActionState.QUEUED:
             problems.append(f"{entry.action}: scheduled but not a queued action of the snapshot")
             continue
-        if action.environment is not None:
+        if queued.environment is not None:
             continue  # charged once through its environment's start, or joins a running pool
         if entry.cluster is None:
             problems.append(f"{entry.action}: scheduled without a cluster")
             continue
         placement = _placement(entry.cluster, entry.containers)
         gpus += _charge(
-            fleet, ledgers[action.queue], placement, action.containers, default_type, problems
+            fleet, ledgers[queued.queue], placement, queued.containers, default_type, problems
         )
 
     for pool in fleet.all_pools():

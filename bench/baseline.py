@@ -133,7 +133,7 @@ def first_fit(snapshot: Snapshot) -> BaselinePlan:
     plan.decide_s = time.perf_counter() - started_at
 
     for entry in admitted:
-        placed = [
+        containers = [
             PlacedContainer(name=name, node_pool=pool.name, node=node, new_node=node >= pool.up)
             for name, (pool, node) in zip(entry.names, entry.spots, strict=True)
         ]
@@ -143,17 +143,20 @@ def first_fit(snapshot: Snapshot) -> BaselinePlan:
             assert entry.cluster is not None
             plan.environments_started.append(
                 EnvironmentStart(
-                    environment=env.name, queue=env.queue, cluster=entry.cluster, containers=placed
+                    environment=env.name,
+                    queue=env.queue,
+                    cluster=entry.cluster,
+                    containers=containers,
                 )
             )
-            placed = []
+            containers = []
         plan.scheduled.append(
             ScheduledAction(
                 action=action.id,
                 queue=action.queue,
                 run=action.run_id,
                 cluster=entry.cluster,
-                containers=placed,
+                containers=containers,
                 environment=action.environment,
             )
         )

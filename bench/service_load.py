@@ -121,7 +121,10 @@ def _fill(url: str, count: int) -> None:
 
 def _tick_figures(url: str) -> dict[str, float]:
     text = httpx.get(f"{url}/metrics").text
-    figures = {"total": float(re.search(r"^sluice_tick_duration_seconds (\S+)$", text, re.M)[1])}
+    total = re.search(r"^sluice_tick_duration_seconds (\S+)$", text, re.M)
+    if total is None:
+        raise SystemExit("/metrics has no sluice_tick_duration_seconds")
+    figures = {"total": float(total[1])}
     for phase, seconds in re.findall(
         r'^sluice_tick_phase_seconds\{phase="(\w+)"\} (\S+)$', text, re.M
     ):
@@ -167,7 +170,7 @@ def main() -> None:
 def _next_ticks(url: str, count: int) -> list[dict[str, float]]:
     """The figures of the next `count` ticks."""
     ticks = httpx.get(f"{url}/healthz").json()["ticks"]
-    samples = []
+    samples: list[dict[str, float]] = []
     while len(samples) < count:
         now = httpx.get(f"{url}/healthz").json()["ticks"]
         if now > ticks:

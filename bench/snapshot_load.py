@@ -26,14 +26,18 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import pyarrow as pa
+from pydantic import BaseModel
 
 from models import arrow_decode
 from models.arrow_io import read_snapshot, read_tables, result_tables, write_snapshot, write_tables
+from models.arrow_schema import SNAPSHOT_VERSION
 from models.snapshot import Snapshot
+
+M = TypeVar("M", bound=BaseModel)
 
 GENERATOR = (
     Path(__file__).resolve().parents[1] / "fixtures" / "generators" / "realistic_snapshot.py"
@@ -70,14 +74,14 @@ def _with_model_construct(path: Path) -> Snapshot:
     """read_snapshot, building every model with model_construct instead of _instances."""
     fast = arrow_decode._instances
 
-    def construct(cls: type, columns: dict[str, Sequence[Any]]) -> list[Any]:
+    def construct(cls: type[M], columns: dict[str, Sequence[Any]]) -> list[M]:
         names = tuple(columns)
         return [
             cls.model_construct(**dict(zip(names, row, strict=True)))
             for row in zip(*columns.values(), strict=True)
         ]
 
-    arrow_decode._instances = construct  # type: ignore[assignment]
+    arrow_decode._instances = construct
     try:
         return read_snapshot(path)
     finally:
@@ -114,7 +118,10 @@ def main(pending: int, running: int, repeat: int, solve: bool, time_limit: float
         _line("read tables (IPC, memory-mapped)", wall, cpu)
         wall, cpu, checked = _best(
             lambda: arrow_decode._Checked(
-                {n: arrow_decode._conform("bench", n, t) for n, t in tables.items()}
+                {
+                    n: arrow_decode._conform("bench", n, t, SNAPSHOT_VERSION)
+                    for n, t in tables.items()
+                }
             ),
             repeat,
         )
