@@ -665,7 +665,7 @@ def _models(checked: _Checked) -> Snapshot:
         queues.append(Queue(name=DEFAULT_QUEUE))  # as Snapshot's own validator does
     settings = checked.settings
     return Snapshot.model_construct(
-        now=_times(settings["now"])[0],
+        now=_utc(settings["now"].cast(_INT64)[0].as_py()),  # a required column: never null
         settings=Settings.model_construct(default_gpu_type=settings["default_gpu_type"][0].as_py()),
         queues=queues,
         clusters=_clusters(checked.clusters),
@@ -728,13 +728,15 @@ def _distinct(array: pa.Array, convert: Callable[[Any], T]) -> list[T | None]:
     return list(map(values.__getitem__, codes))
 
 
-def _times(array: pa.Array) -> list[datetime | None]:
-    def utc(micros: int) -> datetime:
-        seconds, fraction = divmod(micros, 1_000_000)
-        whole = datetime.fromtimestamp(seconds, UTC)
-        return whole.replace(microsecond=fraction) if fraction else whole
+def _utc(micros: int) -> datetime:
+    """A timestamp column's value, microseconds since the epoch, as an aware datetime."""
+    seconds, fraction = divmod(micros, 1_000_000)
+    whole = datetime.fromtimestamp(seconds, UTC)
+    return whole.replace(microsecond=fraction) if fraction else whole
 
-    return _distinct(array.cast(pa.int64()), utc)
+
+def _times(array: pa.Array) -> list[datetime | None]:
+    return _distinct(array.cast(pa.int64()), _utc)
 
 
 def _durations(array: pa.Array) -> list[timedelta | None]:
