@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -198,7 +198,11 @@ def snapshot() -> None:
     help="A directory of Arrow IPC or Parquet files, or one file of IPC streams.",
 )
 def export(
-    scenario: Path | None, server: str | None, token: str | None, out: Path, fmt: str
+    scenario: Path | None,
+    server: str | None,
+    token: str | None,
+    out: Path,
+    fmt: Literal["arrow", "parquet", "stream"],
 ) -> None:
     """Write a snapshot from a scenario file or a running service."""
     from models.arrow_io import write_snapshot, write_snapshot_stream
@@ -213,7 +217,7 @@ def export(
             with target.open("wb") as sink:
                 write_snapshot_stream(taken, sink)
         else:
-            write_snapshot(taken, target, fmt)  # type: ignore[arg-type]
+            write_snapshot(taken, target, fmt)
     click.echo(
         f"wrote {out}: {len(taken.actions)} actions, {len(taken.queues)} queues,"
         f" {len(taken.clusters)} clusters"

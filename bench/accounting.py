@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.fleet import Fleet, Need, QueueLedger, demand_of, need_of
-from models.result import EnvironmentStart, ScheduledAction
+from models.result import EnvironmentStart, PlacedContainer, ScheduledAction
 from models.snapshot import ActionState, Container, ContainerPlacement, Placement, Snapshot
 
 
@@ -104,11 +104,11 @@ def assess(
     )
 
 
-def _placement(cluster: str, containers: Sequence[object]) -> Placement:
+def _placement(cluster: str, containers: Sequence[PlacedContainer]) -> Placement:
     return Placement.model_construct(
         cluster=cluster,
         containers=[
-            ContainerPlacement.model_construct(name=c.name, node_pool=c.node_pool, node=c.node)  # type: ignore[attr-defined]
+            ContainerPlacement.model_construct(name=c.name, node_pool=c.node_pool, node=c.node)
             for c in containers
         ],
     )

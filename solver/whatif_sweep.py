@@ -82,11 +82,12 @@ def load_variants(path: Path) -> list[Variant]:
         drops = entry.get("drop") or []
         if not isinstance(sets, dict) or not isinstance(drops, list):
             raise InvalidInput(f"{where}: set is a mapping PATH: VALUE, drop a list of `KIND NAME`")
-        pairs = [tuple(str(d).split()) for d in drops]
-        if any(len(pair) != 2 for pair in pairs):
+        words = [str(d).split() for d in drops]
+        if any(len(pair) != 2 for pair in words):
             raise InvalidInput(f"{where}: each drop is `KIND NAME`, like `cluster east`")
+        pairs = [(kind, target) for kind, target in words]
         texts = [f"{key}={'null' if value is None else value}" for key, value in sets.items()]
-        variants.append(Variant(name, tuple(parse_changes(texts, pairs))))  # type: ignore[arg-type]
+        variants.append(Variant(name, tuple(parse_changes(texts, pairs))))
     return variants
 
 
