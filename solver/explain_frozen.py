@@ -15,9 +15,9 @@ and the tick's result:
   for this action lets the head in ahead of it: its decision stays the tick's.
 
 Work that cannot touch the action is left out: running work and admissions of other
-queues on clusters the action's queue does not route to, and actions ahead that the
-tick refused (other than the head); the queue's depth is lowered by the refused ones
-of its own line that are left out, so the depth still counts them.
+queues on node pools the action could never use, and actions ahead that the tick
+refused (other than the head); the queue's depth is lowered by the refused ones of its
+own line that are left out, so the depth still counts them.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ class Line:
     env_starts: dict[str, EnvironmentStart]  # environments started by admissions ahead
     head: Action | None  # the refused head of its strict_fifo line, ahead of it
     dropped: int  # refused actions ahead in its queue that the reduced world leaves out
-    routed: set[str]  # the clusters its queue routes to
 
 
 @dataclass
@@ -95,9 +94,6 @@ def read_line(snapshot: Snapshot, action_id: str, result: TickResult) -> Line:
         raise NotFound(f"action {action_id!r} is not queued in the snapshot")
     action = order[position]
     queue = snapshot.queue(action.queue)
-    routed = (
-        set(queue.clusters) if queue.clusters is not None else {c.name for c in snapshot.clusters}
-    )
     scheduled = {s.action: s for s in result.scheduled}
     failed = {f.action for f in result.failed}
     depth_refused = {w.action for w in result.waiting if w.reason is WaitReason.DEPTH}
@@ -120,26 +116,67 @@ def read_line(snapshot: Snapshot, action_id: str, result: TickResult) -> Line:
                 head = ahead
             else:
                 dropped += 1
-    return Line(action, queue, admitted, env_starts, head, dropped, routed)
+    return Line(action, queue, admitted, env_starts, head, dropped)
 
 
-def _touches(line: Line, action: Action, cluster: str | None) -> bool:
-    """Whether work of `action` placed on `cluster` can matter to the explained action."""
-    if action.queue == line.action.queue:
-        return True  # it counts against the same caps and limits
-    return cluster is not None and cluster in line.routed
+def _usable_pools(snapshot: Snapshot, line: Line) -> set[tuple[str, str]]:
+    """(cluster, pool) of every node pool a container of the action (or of the pool its
+    environment starts) could ever use. Device caps are left out: raising one (a fix) can
+    open a pool to untyped GPUs, and the world must then still hold that pool's work."""
+    action = line.action
+    solo = snapshot.model_copy(
+        update={
+            "actions": [action],
+            "environments": [e for e in snapshot.environments if e.name == action.environment],
+            "queues": [
+                q.model_copy(update={"max_accelerators": {}}) if q.name == action.queue else q
+                for q in snapshot.queues
+            ],
+            "scheduling_policies": [],
+            "service_environments": [],
+            "job_queues": [],
+            "jobs": [],
+        }
+    )
+    problem = compile_snapshot(solo)
+    info = problem.actions[0]
+    items = list(info.items)
+    if info.env is not None:
+        items += problem.envs[info.env].items
+    return {
+        (problem.cluster_names[problem.pools[p].cluster], problem.pools[p].name)
+        for item in items
+        for pools in item.pools.values()
+        for p in pools
+    }
 
 
-def _cluster_of(line: Line, action: Action, decision: ScheduledAction) -> str | None:
-    if decision.cluster is not None:
-        return decision.cluster
+def _spots(action: Action, decision: ScheduledAction | None, line: Line) -> set[tuple[str, str]]:
+    """The (cluster, pool) pairs the work of a running or admitted action occupies."""
+    if decision is None:
+        placement = action.placement
+        if placement is None:
+            return set()
+        return {(placement.cluster, c.node_pool) for c in placement.containers}
     start = line.env_starts.get(action.environment or "")
-    return start.cluster if start is not None else None
+    if decision.cluster is None and start is not None:
+        return {(start.cluster, c.node_pool) for c in start.containers}
+    return {(decision.cluster, c.node_pool) for c in decision.containers if decision.cluster}
 
 
 def _reduced(snapshot: Snapshot, line: Line, *, fixed: bool) -> Snapshot:
-    """The reduced world; with `fixed`, the admissions ahead are running work."""
-    decisions = {a.id: d for a, d in line.admitted if _touches(line, a, _cluster_of(line, a, d))}
+    """The reduced world; with `fixed`, the admissions ahead are running work.
+
+    Work of the action's own queue counts against its caps and limits, so all of it stays;
+    of other queues' work, what sits on pools the action could use.
+    """
+    usable = _usable_pools(snapshot, line)
+    mine = line.action.queue
+
+    def touches(action: Action, decision: ScheduledAction | None = None) -> bool:
+        return action.queue == mine or not _spots(action, decision, line).isdisjoint(usable)
+
+    decisions = {a.id: d for a, d in line.admitted if touches(a, d)}
     keep_ids = {line.action.id, *decisions}
     if line.head is not None:
         keep_ids.add(line.head.id)
@@ -147,8 +184,7 @@ def _reduced(snapshot: Snapshot, line: Line, *, fixed: bool) -> Snapshot:
     actions: list[Action] = []
     for action in snapshot.actions:
         if action.state is ActionState.RUNNING:
-            cluster = action.placement.cluster if action.placement else None
-            if _touches(line, action, cluster):
+            if touches(action):
                 actions.append(action)
         elif action.id in keep_ids:
             if fixed and action.id in decisions:

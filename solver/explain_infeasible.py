@@ -34,6 +34,7 @@ from solver.failfast import Failure, describe_item, fail_fast
 from solver.problem import GPU_DIM, UNBOUNDED, ActionInfo, Item, PoolInfo, Problem, compile_snapshot
 
 MOST_SUGGESTIONS = 4
+MOST_ROUTES = 2
 # A fix can uncover the next reason: a selector that matches, then the size, then the total.
 FIX_ROUNDS = 4
 
@@ -44,6 +45,7 @@ def alone(snapshot: Snapshot, action: Action) -> Snapshot:
     return snapshot.model_copy(
         update={
             "actions": [queued],
+            "environments": [e for e in snapshot.environments if e.name == action.environment],
             "scheduling_policies": [],
             "service_environments": [],
             "job_queues": [],
@@ -395,16 +397,26 @@ class _Fixes:
         return found
 
     def _routes(self) -> list[tuple[Change, str]]:
+        """Other queues that could run the action as it is: one copy per queue, judged by
+        fail-fast in one go."""
         if self.action.environment is not None:
             return []  # an environment belongs to its queue
-        routes = []
-        for queue in self.solo.queues:
-            if queue.name == self.action.queue:
-                continue
-            change = Change(kind=ChangeKind.ROUTE_TO_QUEUE, value=queue.name)
-            if self._feasible([change]):
-                routes.append((change, f"submit it to queue {queue.name}, which can run it"))
-        return routes
+        others = [q.name for q in self.solo.queues if q.name != self.action.queue]
+        copies = [
+            self.action.model_copy(update={"id": f"{self.action.id}@{name}", "queue": name})
+            for name in others
+        ]
+        problem = compile_snapshot(self.solo.model_copy(update={"actions": copies}))
+        failures = fail_fast(problem)
+        able = {problem.queues[a.queue].name for a in problem.actions if a.index not in failures}
+        return [
+            (
+                Change(kind=ChangeKind.ROUTE_TO_QUEUE, value=name),
+                f"submit it to queue {name}, which can run it",
+            )
+            for name in others
+            if name in able
+        ][:MOST_ROUTES]
 
     def _reduce_for_cap(self, reason: Reason) -> list[tuple[Change, str]]:
         """Take the excess off the largest requests of the capped resource."""

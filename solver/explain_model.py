@@ -105,6 +105,7 @@ class ExplainModel:
         self.spots: list[Spot] = []
         self.cluster_vars: dict[int, cp_model.IntVar] = {}
         self.room: dict[int, Assumption] = {}
+        self.slots: dict[int, list[int]] = {}  # pool -> the nodes its containers may use
         self.extra_used: dict[tuple[int, int], cp_model.IntVar] = {}  # (pool, extra node)
         self.solves = 0
         self._line()
@@ -184,13 +185,14 @@ class ExplainModel:
                     wanting[p] = wanting.get(p, 0) + 1
         for p in sorted(wanting):
             self.room[p] = self._assume(Limit.ROOM, p, None)
+            self.slots[p] = self._slots(p, wanting[p])
         by_node: dict[tuple[int, int | None, int], list[Spot]] = {}
         for i, item in enumerate(self.items):
             for c in self.clusters:
                 in_cluster = []
                 for p in item.pools[c]:
                     free = plan.free[p]
-                    for node in self._slots(p, wanting[p]):
+                    for node in self.slots[p]:
                         if (free[node] >= item.request).all():
                             spot = Spot(i, p, node, model.new_bool_var(""))
                             in_cluster.append(spot)
@@ -288,10 +290,55 @@ class ExplainModel:
             if candidate not in members:
                 continue
             trial = [a for a in members if a is not candidate]
+            if self._witness(trial):
+                continue  # needed: without it the action has a place, no solve required
             infeasible, core = self._infeasible(trial)
             if infeasible:
                 members = [a for a in trial if a.literal.index in core] or trial
         return sorted(members, key=lambda a: (a.limit, str(a.subject)))
+
+    def _witness(self, enforced: list[Assumption]) -> bool:
+        """Whether a first-fit placement satisfies every limit in `enforced` (no constants):
+        a proof that they do not keep the action out, found without a solve. Pools whose
+        room is not enforced take containers on extra nodes; the rest take them on nodes
+        with room left; untyped GPUs stay under the enforced caps of the devices they land
+        on. A miss proves nothing (the model then decides)."""
+        held = {a.subject for a in enforced if a.limit is Limit.ROOM}
+        capped = {a.subject for a in enforced if a.limit is Limit.DEVICE}
+        order = sorted(
+            range(len(self.items)),
+            key=lambda i: (-self.items[i].gpus, -int(self.items[i].request[0])),
+        )
+        return any(self._first_fit(c, order, held, capped) for c in self.clusters)
+
+    def _first_fit(self, c: int, order: list[int], held: set, capped: set) -> bool:
+        taken: dict[tuple[int, int], np.ndarray] = {}
+        landing: dict[str, int] = {}
+        for i in order:
+            item = self.items[i]
+            placed = False
+            for p in item.pools[c]:
+                device = self.problem.pools[p].device
+                if item.untyped and device in capped:
+                    room = max(self.device_room(str(device)), 0)
+                    if landing.get(str(device), 0) + item.gpus > room:
+                        continue
+                if p not in held:
+                    placed = True  # an extra node of the pool's shape takes it
+                else:
+                    for node in self.slots[p]:
+                        left = self.frozen.plan.free[p][node] - taken.get((p, node), 0)
+                        if (left >= item.request).all():
+                            taken[(p, node)] = taken.get((p, node), 0) + item.request
+                            placed = True
+                            break
+                if placed:
+                    if item.untyped:
+                        landing[str(device)] = landing.get(str(device), 0) + item.gpus
+                    break
+            if not placed:
+                return False
+        return True
 
     def cheapest_fix(self) -> Fix:
         """Keep the most (weighted) limits that still let the action in; relax the rest."""
