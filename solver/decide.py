@@ -28,7 +28,7 @@ from solver.passes import (
     behind_head,
     placement_may_lift,
 )
-from solver.plan import Placement, Plan, Refusal, UnitKey
+from solver.plan import Placement, Plan, Refusal
 from solver.problem import UNBOUNDED, ActionInfo, Item, Problem
 
 # With this many units or fewer placed this tick, every one of them may move in a check, so
@@ -121,10 +121,11 @@ class Decider:
                 if self.budget.exhausted():
                     verdict = NO_ROOM  # past the time limit, best-fit has the last word
                 else:
-                    solution, verdict = self._check(ledger, action)
-                    if solution is not None:
-                        ledger = solution
+                    checked = self._check(ledger, action)
+                    if isinstance(checked, Plan):
+                        ledger = checked
                         continue
+                    verdict = checked
                     shape = _shape(action)
                     if shape is not None and verdict.reason is WaitReason.CLUSTER_ROOM:
                         shapes.setdefault(shape[0], []).append(shape[1])
@@ -185,13 +186,16 @@ class Decider:
             return refusal or NO_ROOM
         return None
 
-    def _check(self, ledger: Plan, action: ActionInfo) -> tuple[Plan | None, Refusal]:
-        """Place `action` with the decided admissions, moving those that share its nodes."""
+    def _check(self, ledger: Plan, action: ActionInfo) -> Plan | Refusal:
+        """Place `action` with the decided admissions, moving those that share its nodes.
+
+        The ledger with `action` admitted when it fits, else why it does not.
+        """
         items = ledger.items_to_place(action)
         refusal = ledger.refusal(action)
         clusters = ledger.candidate_clusters(items, action.queue)
         if not ledger.fleet_may_hold(items) or not self._may_fit(items, clusters):
-            return None, refusal or NO_ROOM
+            return refusal or NO_ROOM
         if len(ledger.admitted) + len(ledger.env_started) <= EXACT_NEIGHBOURHOOD_UNITS:
             scopes: list[Scope | None] = [None]
         else:
@@ -204,16 +208,16 @@ class Decider:
         for scope in scopes:
             solution, complete = self._solve_in(ledger, action, items, scope)
             if solution is not None:
-                return solution, refusal  # type: ignore[return-value]
+                return solution
             proven = proven and complete
             if self.budget.limit_hit:
-                return None, Refusal(
+                return Refusal(
                     WaitReason.SOLVER_LIMIT,
                     "the tick's time limit ran out before room for it could be proven",
                 )
         if not proven:
             self.stats.unproven_refusals += 1
-        return None, refusal or NO_ROOM
+        return refusal or NO_ROOM
 
     def _local_scope(self, ledger: Plan, items: list[Item], cluster: int) -> Scope | None:
         """The pools of one cluster the action may use, when their free room could hold it."""
@@ -254,10 +258,7 @@ class Decider:
         model_units = [
             Unit(key, units[key][0], units[key][1], units[key][2]) for key in sorted(movable)
         ]
-        candidate_key: UnitKey = (
-            ("env", action.env) if ledger.starts_env(action) else ("action", action.index)  # type: ignore[assignment]
-        )
-        model_units.append(Unit(candidate_key, action.queue, items))
+        model_units.append(Unit(ledger.unit_key(action), action.queue, items))
         device_room = self._device_room(ledger, action, model_units)
         if device_room is None:
             return None, True
@@ -334,8 +335,9 @@ def _ledger(problem: Problem, plan: Plan, admitted: set[int]) -> Plan:
 def _placement_in(plan: Plan, action: ActionInfo, target: Plan) -> Placement | None:
     """Where `plan` put `action`, or its pool when `action` starts that pool in `target`."""
     placement = plan.admitted.get(action.index)
-    if placement is None and target.starts_env(action):
-        placement = plan.env_started.get(action.env)  # type: ignore[arg-type]
+    env = target.env_to_start(action)
+    if placement is None and env is not None:
+        placement = plan.env_started.get(env)
     return placement
 
 

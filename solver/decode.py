@@ -195,9 +195,14 @@ def room_refusal(problem: Problem, action: ActionInfo, plan: Plan) -> Refusal:
     for item in items:
         if not item.untyped:
             continue
-        devices = {problem.pools[p].device for c in clusters for p in item.pools[c]}
+        devices = {
+            device
+            for c in clusters
+            for p in item.pools[c]
+            if (device := problem.pools[p].device) is not None
+        }
         full = {
-            d: usage.device_used.get(d, 0)  # type: ignore[arg-type]
+            d: usage.device_used.get(d, 0)
             for d in devices
             if d in queue.device_caps
             and usage.device_used.get(d, 0) + item.gpus > queue.device_caps[d]

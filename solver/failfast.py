@@ -150,12 +150,13 @@ def _cluster_refuses(
             selector = ", ".join(f"{k}={v}" for k, v in item.selector.items())
             return f"{what}: node selector {selector} matches no pool's labels"
         if item.untyped:
+            devices = {p.device for p in labelled if p.device is not None}
             capped = {
-                p.device: queue.device_caps[p.device]  # type: ignore[index]
-                for p in labelled
-                if queue.device_caps.get(p.device, item.gpus) < item.gpus  # type: ignore[arg-type]
+                device: queue.device_caps[device]
+                for device in devices
+                if queue.device_caps.get(device, item.gpus) < item.gpus
             }
-            if len(capped) == len({p.device for p in labelled}):
+            if len(capped) == len(devices):
                 caps = ", ".join(f"{device} at {cap}" for device, cap in sorted(capped.items()))
                 return f"{what}: queue {queue.name} caps every GPU type here below that ({caps})"
         largest = max(labelled, key=lambda p: tuple(np.minimum(p.room, UNBOUNDED)))

@@ -121,15 +121,25 @@ class Plan:
             env = self.problem.envs[index]
             return env.queue, env.items, self.env_started[index]
         action = self.problem.actions[index]
-        return action.queue, action.items, self.admitted[index]  # type: ignore[return-value]
+        placement = self.admitted[index]
+        assert placement is not None, "joining a running pool is no unit"
+        return action.queue, action.items, placement
 
     # -- what a unit needs ---------------------------------------------------------------
 
+    def env_to_start(self, action: ActionInfo) -> int | None:
+        """The reusable pool admitting `action` would start, if it would start one."""
+        if action.env is None or self.problem.envs[action.env].running:
+            return None
+        return None if action.env in self.env_started else action.env
+
     def starts_env(self, action: ActionInfo) -> bool:
-        if action.env is None:
-            return False
-        env = self.problem.envs[action.env]
-        return not env.running and action.env not in self.env_started
+        return self.env_to_start(action) is not None
+
+    def unit_key(self, action: ActionInfo) -> UnitKey:
+        """The unit whose containers admitting `action` places: its own, or its pool's."""
+        env = self.env_to_start(action)
+        return ("env", env) if env is not None else ("action", action.index)
 
     def items_to_place(self, action: ActionInfo) -> list[Item]:
         if action.env is None:
@@ -290,7 +300,9 @@ class Plan:
                 device_extra[landed] = device_extra.get(landed, 0) + item.gpus
         for p, slot, request in taken:
             self.free[p][slot] += request
-        return tuple(spots) if ok else None  # type: ignore[arg-type]
+        if not ok:
+            return None
+        return tuple(spot for spot in spots if spot is not None)
 
     def _best_node(self, pool: int, request: np.ndarray) -> int | None:
         """The open node the request fills most tightly, else the first fresh node with room."""
@@ -352,13 +364,12 @@ class Plan:
         usage.admitted += 1
         usage.runs.add(action.run)
         items = self.items_to_place(action)
-        starts_env = self.starts_env(action)
-        key: UnitKey = ("env", action.env) if starts_env else ("action", action.index)  # type: ignore[assignment]
+        env = self.env_to_start(action)
         if placement is not None:
-            self._occupy(key, action.queue, items, placement, +1)
-        if starts_env:
-            assert placement is not None
-            self.env_started[action.env] = placement  # type: ignore[index]
+            self._occupy(self.unit_key(action), action.queue, items, placement, +1)
+        if env is not None:
+            assert placement is not None, "a pool starts where it is placed"
+            self.env_started[env] = placement
             self.admitted[action.index] = None
         else:
             self.admitted[action.index] = placement

@@ -355,7 +355,7 @@ class _PoolMatcher:
         self.gpus = np.array([p.gpus_per_node for p in pools], dtype=np.int64)
         self.devices = np.array([p.device or "" for p in pools], dtype=object)
         self.whole_nvidia = np.array(
-            [p.nvidia and p.device.count("/") == 1 for p in pools],  # type: ignore[union-attr]
+            [p.device is not None and p.nvidia and p.device.count("/") == 1 for p in pools],
             dtype=np.bool_,
         )
         self.cluster_of = np.array([p.cluster for p in pools], dtype=np.int64)
