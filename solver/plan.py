@@ -243,18 +243,16 @@ class Plan:
         items = self.items_to_place(action)
         if not items:
             return None
-        viable = [
-            set(
-                item.all_pools[(self.max_free[item.all_pools] >= item.request).all(axis=1)].tolist()
-            )
-            for item in items
-        ]
-        for cluster in self.candidate_clusters(items, action.queue):
-            if not all(
-                any(p in pools for p in item.pools[cluster])
-                for item, pools in zip(items, viable, strict=True)
-            ):
-                continue
+        # Clusters where every container has a pool with a node big enough: a cheap first cut.
+        clusters: set[int] | None = None
+        for item in items:
+            pools = item.all_pools[(self.max_free[item.all_pools] >= item.request).all(axis=1)]
+            reachable = set(self.problem.pool_cluster[pools].tolist())
+            clusters = reachable if clusters is None else clusters & reachable
+            if not clusters:
+                return None
+        assert clusters is not None
+        for cluster in sorted(clusters, key=lambda c: (self.loads[c], c)):
             spots = self._fit_in_cluster(items, cluster, action.queue, self.charge_of(action))
             if spots is not None:
                 return Placement(cluster, spots)

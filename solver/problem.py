@@ -121,6 +121,7 @@ class Problem:
     actions: list[ActionInfo]  # pending, in global order
     running_env_actions: dict[int, int]  # env index -> running actions that joined it
     cluster_room: np.ndarray  # (clusters, dims): full-scale room on the dimensions nodes declare
+    pool_cluster: np.ndarray  # the cluster of each pool
     _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
     _full_scale: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
 
@@ -232,6 +233,7 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         actions=actions,
         running_env_actions=running_env_actions,
         cluster_room=cluster_room,
+        pool_cluster=np.array([pool.cluster for pool in pools], dtype=np.int64),
     )
 
 
