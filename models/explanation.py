@@ -12,7 +12,6 @@ base unit (bytes), devices and GPUs as counts. Sentences print Kubernetes spelli
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
@@ -117,7 +116,8 @@ class Explanation(BaseModel):
     items: list[Reason] = Field(default_factory=list)
     suggestions: list[Suggestion] = Field(default_factory=list)
     cluster: str | None = None  # where a scheduled action runs
-    as_of: datetime
+    as_of: Timestamp  # the snapshot's time
+    minimal: bool = True  # False if the model ran out of time shrinking the items
     model_solves: int = 0  # CP-SAT solves spent on this explanation
 
 

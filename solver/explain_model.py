@@ -28,6 +28,7 @@ from enum import IntEnum
 import numpy as np
 from ortools.sat.python import cp_model
 
+from models.errors import Unavailable
 from solver.explain_frozen import Frozen
 from solver.problem import UNBOUNDED, Item
 
@@ -108,6 +109,7 @@ class ExplainModel:
         self.slots: dict[int, list[int]] = {}  # pool -> the nodes its containers may use
         self.extra_used: dict[tuple[int, int], cp_model.IntVar] = {}  # (pool, extra node)
         self.solves = 0
+        self.minimal = True  # False when a shrink step ran out of time
         self._line()
         self._caps()
         if self.items:
@@ -262,8 +264,9 @@ class ExplainModel:
         solver.parameters.max_time_in_seconds = SOLVE_LIMIT_S
         return solver
 
-    def _infeasible(self, assumed: list[Assumption]) -> tuple[bool, set[int]]:
-        """Whether the action cannot get in with `assumed` enforced, and a core of them."""
+    def _infeasible(self, assumed: list[Assumption]) -> tuple[bool | None, set[int]]:
+        """Whether the action cannot get in with `assumed` enforced (None: no answer within
+        the limit), and a core of them."""
         self.model.clear_assumptions()
         self.model.add_assumptions([a.literal for a in assumed])
         solver = self._solver()
@@ -273,11 +276,17 @@ class ExplainModel:
             return True, set(solver.sufficient_assumptions_for_infeasibility())
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return False, set()
-        raise TimeoutError("the explanation model found no answer in its time limit")
+        return None, set()
 
     def minimal_core(self) -> list[Assumption] | None:
-        """A minimal set of limits that together keep the action out; None if none does."""
+        """A minimal set of limits that together keep the action out; None if none does.
+
+        A shrink step without an answer keeps its member: the set stays sufficient, and
+        `self.minimal` says it may not be minimal.
+        """
         infeasible, core = self._infeasible(self.assumptions)
+        if infeasible is None:
+            raise Unavailable("the explanation model found no answer within its time limit")
         if not infeasible:
             return None
         members = [a for a in self.assumptions if a.literal.index in core] or list(self.assumptions)
@@ -293,7 +302,9 @@ class ExplainModel:
             if self._witness(trial):
                 continue  # needed: without it the action has a place, no solve required
             infeasible, core = self._infeasible(trial)
-            if infeasible:
+            if infeasible is None:
+                self.minimal = False
+            elif infeasible:
                 members = [a for a in trial if a.literal.index in core] or trial
         return sorted(members, key=lambda a: (a.limit, str(a.subject)))
 
@@ -353,7 +364,7 @@ class ExplainModel:
         self.solves += 1
         self.model.clear_objective()
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            raise TimeoutError("the explanation model found no fix in its time limit")
+            raise Unavailable("the explanation model found no fix within its time limit")
         relaxed = [a for a in self.assumptions if not solver.boolean_value(a.literal)]
         cluster = next(
             (c for c, var in self.cluster_vars.items() if solver.boolean_value(var)), None

@@ -34,7 +34,23 @@ def explain_waiting(snapshot: Snapshot, action_id: str, result: TickResult) -> E
     waiting = next((w for w in result.waiting if w.action == action_id), None)
     code = waiting.reason.value if waiting is not None else "queued"
     queue = frozen.line.queue.name
-    core = model.minimal_core() if model.clusters or not model.items else None
+    if model.items and not model.clusters:
+        # Fail-fast lets an action wait when no fleet is described: nothing to place it on.
+        item = Reason(
+            kind=ReasonKind.NO_CLUSTER,
+            queue=queue,
+            message="no cluster is described yet, so its placement cannot be judged",
+        )
+        return Explanation(
+            action=action_id,
+            queue=queue,
+            state=ExplanationState.WAITING,
+            code=code,
+            message=f"{action_id} waits in queue {queue}: {item.message}",
+            items=[item],
+            as_of=snapshot.now,
+        )
+    core = model.minimal_core()
     if core is None:
         # Past its time limit the tick leaves the rest to best-fit, which can miss a placement.
         limited = result.solver.limit_hit or (
@@ -68,6 +84,7 @@ def explain_waiting(snapshot: Snapshot, action_id: str, result: TickResult) -> E
         items=items,
         suggestions=suggestions,
         as_of=snapshot.now,
+        minimal=model.minimal,
         model_solves=model.solves,
     )
 

@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from builders import SnapshotBuilder
 from explain_support import OPTIONS, prove, scheduled
 
 from models.errors import NotFound
@@ -314,3 +315,13 @@ def test_a_suggestion_applied_to_the_whole_snapshot_lets_an_infeasible_action_in
     for suggestion in explained("seeds/infeasible-clusters", "too-big-total").suggestions:
         changed = apply_changes(snapshot, "too-big-total", suggestion.changes)
         assert "too-big-total" not in {f.action for f in tick(changed, OPTIONS).failed}
+
+
+def test_with_no_fleet_described_placement_cannot_be_judged() -> None:
+    """Fail-fast lets an action wait while no cluster is described; so does the explanation."""
+    snapshot = SnapshotBuilder().queue("q").queued("a", queue="q", cpu="1").build()
+    explanation = explain(snapshot, "a")
+    assert explanation.state is ExplanationState.WAITING
+    assert [(i.kind, i.message) for i in explanation.items] == [
+        (ReasonKind.NO_CLUSTER, "no cluster is described yet, so its placement cannot be judged")
+    ]
