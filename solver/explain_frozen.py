@@ -22,7 +22,7 @@ own line that are left out, so the depth still counts them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from models.errors import NotFound
 from models.result import EnvironmentStart, ScheduledAction, TickResult, WaitReason
@@ -67,7 +67,6 @@ class Frozen:
     problem: Problem
     plan: Plan
     action: ActionInfo
-    unplaced: list[str] = field(default_factory=list)  # admissions ahead left off the ledger
 
 
 def global_order(snapshot: Snapshot) -> list[Action]:
@@ -320,7 +319,6 @@ def freeze(snapshot: Snapshot, action_id: str, result: TickResult) -> Frozen:
     cluster_index = {name: i for i, name in enumerate(problem.cluster_names)}
     pool_index = {(problem.cluster_names[p.cluster], p.name): p.index for p in problem.pools}
     target: ActionInfo | None = None
-    unplaced: list[str] = []
     for info in problem.actions:
         if info.id == action_id:
             target = info
@@ -328,23 +326,23 @@ def freeze(snapshot: Snapshot, action_id: str, result: TickResult) -> Frozen:
         decision = decisions.get(info.id)
         if decision is None:
             continue  # the held head: refused
+        # A result from an earlier snapshot (the service's) may name an admission whose
+        # pool has since started or stopped; without a placement it cannot be on the ledger.
         placement = None
         if plan.starts_env(info):
             start = line.env_starts.get(problem.envs[info.env].name)  # type: ignore[index]
             if start is None:
-                unplaced.append(info.id)
                 continue
             placement = _plan_placement(start.cluster, start.containers, cluster_index, pool_index)
         elif plan.items_to_place(info):
             if decision.cluster is None:
-                unplaced.append(info.id)
                 continue
             placement = _plan_placement(
                 decision.cluster, decision.containers, cluster_index, pool_index
             )
         plan.admit(info, placement)
     assert target is not None  # the explained action is pending in the reduced world
-    return Frozen(line, world, problem, plan, target, unplaced)
+    return Frozen(line, world, problem, plan, target)
 
 
 def _plan_placement(

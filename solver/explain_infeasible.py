@@ -231,7 +231,7 @@ class _Reasons:
         if found:
             return found
         usable = sorted({p for item in self.items for p in item.pools[c]})
-        total = sum(item.request for item in self.items)
+        total = np.sum([item.request for item in self.items], axis=0)
         capacity = np.zeros(len(problem.dims), dtype=np.int64)
         for p in usable:
             pool = problem.pools[p]
@@ -258,7 +258,13 @@ class _Reasons:
     def _container(self, item: Item, cluster: str, pools: list[PoolInfo]) -> Reason:
         problem = self.problem
         what = describe_item(item, problem.dims)
-        base = {"queue": self.queue.name, "cluster": cluster, "container": item.name}
+        base = Reason(
+            kind=ReasonKind.NO_ACCELERATOR,
+            message="",
+            queue=self.queue.name,
+            cluster=cluster,
+            container=item.name,
+        )
         matching = _matching(item, pools)
         if not matching:
             offered = sorted({p.device for p in pools if p.device})
@@ -267,39 +273,41 @@ class _Reasons:
                 if item.device
                 else ("an NVIDIA GPU" if item.gpus else "a node without accelerators")
             )
-            return Reason(
-                kind=ReasonKind.NO_ACCELERATOR,
-                resource=item.device or (UNTYPED_GPU if item.gpus else None),
-                message=f"cluster {cluster}: {what}: no node pool has {wanted}"
-                f" (offers {', '.join(offered) or 'no accelerators'})",
-                **base,
+            return base.model_copy(
+                update={
+                    "resource": item.device or (UNTYPED_GPU if item.gpus else None),
+                    "message": f"cluster {cluster}: {what}: no node pool has {wanted}"
+                    f" (offers {', '.join(offered) or 'no accelerators'})",
+                }
             )
         labelled = _labelled(item, matching)
         if not labelled:
             selector = ", ".join(f"{k}={v}" for k, v in sorted(item.selector.items()))
-            offered = "; ".join(
+            labels = "; ".join(
                 f"{p.name} {{{', '.join(f'{k}={v}' for k, v in sorted(p.labels.items()))}}}"
                 for p in matching
             )
-            return Reason(
-                kind=ReasonKind.SELECTOR,
-                resource=selector,
-                message=f"cluster {cluster}: {what}: node selector {selector} matches no pool's"
-                f" labels (pools with its kind of node: {offered})",
-                **base,
+            return base.model_copy(
+                update={
+                    "kind": ReasonKind.SELECTOR,
+                    "resource": selector,
+                    "message": f"cluster {cluster}: {what}: node selector {selector} matches no"
+                    f" pool's labels (pools with its kind of node: {labels})",
+                }
             )
-        capped = {p.device: cap for p in labelled if (cap := self.capped(item, p)) is not None}
+        capped = {str(p.device): cap for p in labelled if (cap := self.capped(item, p)) is not None}
         uncapped = [p for p in labelled if p.device not in capped]
         caps = ", ".join(f"{device} at {cap}" for device, cap in sorted(capped.items()))
         if not uncapped:
-            return Reason(
-                kind=ReasonKind.DEVICE_CAP,
-                resource=min(capped),  # type: ignore[type-var]
-                requested=item.gpus,
-                limit=max(capped.values()),
-                message=f"cluster {cluster}: {what}: queue {self.queue.name} caps every GPU"
-                f" type here below that ({caps})",
-                **base,
+            return base.model_copy(
+                update={
+                    "kind": ReasonKind.DEVICE_CAP,
+                    "resource": min(capped),
+                    "requested": item.gpus,
+                    "limit": max(capped.values()),
+                    "message": f"cluster {cluster}: {what}: queue {self.queue.name} caps every"
+                    f" GPU type here below that ({caps})",
+                }
             )
         d, pool = _largest_short(item, uncapped)
         over = [
@@ -307,20 +315,17 @@ class _Reasons:
             for o in range(len(problem.dims))
             if item.request[o] > pool.room[o]
         ]
-        return Reason(
-            kind=ReasonKind.LARGER_THAN_NODE,
-            node_pool=pool.name,
-            resource=problem.dims[d],
-            requested=int(item.request[d]),
-            limit=int(pool.room[d]),
-            message=f"cluster {cluster}: {what} is larger than any node (closest: pool"
-            f" {pool.name}, {', '.join(over)})"
-            + (
-                f"; queue {self.queue.name} caps the other GPU types below it ({caps})"
-                if caps
-                else ""
-            ),
-            **base,
+        others = f"; queue {self.queue.name} caps the other GPU types below it ({caps})"
+        return base.model_copy(
+            update={
+                "kind": ReasonKind.LARGER_THAN_NODE,
+                "node_pool": pool.name,
+                "resource": problem.dims[d],
+                "requested": int(item.request[d]),
+                "limit": int(pool.room[d]),
+                "message": f"cluster {cluster}: {what} is larger than any node (closest: pool"
+                f" {pool.name}, {', '.join(over)})" + (others if caps else ""),
+            }
         )
 
 

@@ -87,7 +87,6 @@ class Fix:
     """The cheapest way in: which limits to relax, and where the action then lands."""
 
     relaxed: list[Assumption]
-    cluster: int | None
     spots: list[Spot]  # one per container
     extra_nodes: dict[int, int] = field(default_factory=dict)  # pool -> extra nodes used
 
@@ -215,15 +214,15 @@ class ExplainModel:
                         by_node.setdefault((p, None, extra), []).append(spot)
                 model.add(sum(s.var for s in in_cluster) == self.cluster_vars[c])
                 self.spots += in_cluster
-        for (p, node, extra), spots in by_node.items():
+        for (p, slot, extra), spots in by_node.items():
             pool = problem.pools[p]
-            room = pool.room if node is None else plan.free[p][node]
+            room = pool.room if slot is None else plan.free[p][slot]
             for d in range(len(problem.dims)):
                 if pool.room[d] >= UNBOUNDED:
                     continue
                 weighted = [(int(self.items[s.item].request[d]), s.var) for s in spots]
                 _at_most(model, weighted, int(room[d]))
-            if node is None:
+            if slot is None:
                 used = model.new_bool_var("")
                 for s in spots:
                     model.add_implication(s.var, used)
@@ -376,15 +375,12 @@ class ExplainModel:
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             raise Unavailable("the explanation model found no fix within its time limit")
         relaxed = [a for a in self.assumptions if not solver.boolean_value(a.literal)]
-        cluster = next(
-            (c for c, var in self.cluster_vars.items() if solver.boolean_value(var)), None
-        )
         spots = [s for s in self.spots if solver.boolean_value(s.var)]
         extra_nodes: dict[int, int] = {}
         for (p, _), used in self.extra_used.items():
             if solver.boolean_value(used):
                 extra_nodes[p] = extra_nodes.get(p, 0) + 1
-        return Fix(relaxed, cluster, sorted(spots, key=lambda s: s.item), extra_nodes)
+        return Fix(relaxed, sorted(spots, key=lambda s: s.item), extra_nodes)
 
 
 def _at_most(

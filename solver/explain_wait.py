@@ -262,63 +262,61 @@ class _Words:
         bounded = pool.room < UNBOUNDED
         free = np.where(bounded, np.maximum(plan.free[p], 0), 0)
         where = f"cluster {cluster}, pool {pool.name}"
-        base = {"cluster": cluster, "node_pool": pool.name, "queue": self.name}
         higher, held = self._higher_priority(p)
+        story = ReasonKind.CLUSTER_ROOM
         if higher and _may_fit(items, free + held, bounded):
-            d, item = _binding(items, free, bounded)
-            room = (free + held)[:, d].max()
-            return Reason(
-                kind=ReasonKind.LOWER_PRIORITY,
-                container=item.name,
-                resource=problem.dims[d],
-                requested=int(item.request[d]),
-                free=int(free[:, d].sum()),
-                largest_free=int(free[:, d].max()),
-                queues=higher,
-                message=f"{where}: room went to higher-priority queues {', '.join(higher)}"
-                f" this tick ({self._amount(d, int(held[:, d].sum()), pool)} of it); without"
-                f" their work {self._amount(d, int(room), pool)} would be free on one node,"
-                f" container {item.name} needs {self._amount(d, int(item.request[d]), pool)}",
-                **base,
-            )
+            story = ReasonKind.LOWER_PRIORITY
         d, item = _binding(items, free, bounded)
         total, largest = int(free[:, d].sum()), int(free[:, d].max())
         need = int(item.request[d])
         together = int(sum(i.request[d] for i in items))
-        numbers = {"container": item.name, "resource": problem.dims[d], "free": total}
-        numbers |= {"largest_free": largest, "requested": need}
-        if need > largest and total >= together:
-            return Reason(
-                kind=ReasonKind.NODE_FIT,
-                message=f"{where}: {self._amount(d, total, pool)} free but at most"
-                f" {self._bare(d, largest)} on one node, container {item.name} needs"
-                f" {self._bare(d, need)} on one node",
-                **base,
-                **numbers,
+        numbers = Reason(
+            kind=story,
+            message="",
+            queue=self.name,
+            cluster=cluster,
+            node_pool=pool.name,
+            container=item.name,
+            resource=problem.dims[d],
+            requested=need,
+            free=total,
+            largest_free=largest,
+            queues=higher if story is ReasonKind.LOWER_PRIORITY else [],
+        )
+        names = ", ".join(i.name for i in items)
+        if story is ReasonKind.LOWER_PRIORITY:
+            room = int((free + held)[:, d].max())
+            message = (
+                f"{where}: room went to higher-priority queues {', '.join(higher)} this tick"
+                f" ({self._amount(d, int(held[:, d].sum()), pool)} of it); without their work"
+                f" {self._amount(d, room, pool)} would be free on one node, container"
+                f" {item.name} needs {self._amount(d, need, pool)}"
             )
-        if need > largest or together > total:
-            names = ", ".join(i.name for i in items)
+        elif need > largest and total >= together:
+            story = ReasonKind.NODE_FIT
+            message = (
+                f"{where}: {self._amount(d, total, pool)} free but at most"
+                f" {self._bare(d, largest)} on one node, container {item.name} needs"
+                f" {self._bare(d, need)} on one node"
+            )
+        elif need > largest or together > total:
             asked = (
                 f"container {item.name} needs {self._amount(d, need, pool)}"
                 if len(items) == 1 or need > largest
                 else f"containers {names} need {self._amount(d, together, pool)} together"
             )
-            return Reason(
-                kind=ReasonKind.CLUSTER_ROOM,
-                message=f"{where}: {self._amount(d, total, pool)} free at full scale"
-                f" ({_nodes(pool.max_nodes)}), {asked}",
-                **base,
-                **numbers,
+            message = (
+                f"{where}: {self._amount(d, total, pool)} free at full scale"
+                f" ({_nodes(pool.max_nodes)}), {asked}"
             )
-        names = ", ".join(i.name for i in items)
-        return Reason(
-            kind=ReasonKind.NODE_FIT,
-            message=f"{where}: containers {names} do not fit the room left on its nodes"
-            f" together ({self._amount(d, total, pool)} free, at most"
-            f" {self._amount(d, largest, pool)} on one node)",
-            **base,
-            **numbers,
-        )
+        else:
+            story = ReasonKind.NODE_FIT
+            message = (
+                f"{where}: containers {names} do not fit the room left on its nodes together"
+                f" ({self._amount(d, total, pool)} free, at most"
+                f" {self._amount(d, largest, pool)} on one node)"
+            )
+        return numbers.model_copy(update={"kind": story, "message": message})
 
     def _bare(self, d: int, amount: int) -> str:
         """An amount after the first of a sentence, which named the unit."""
@@ -524,19 +522,20 @@ def _binding(items: list[Item], free: np.ndarray, bounded: np.ndarray) -> tuple[
     largest = free.max(axis=0)
     best: tuple[tuple[int, int], int, Item] | None = None
     for item in items:
-        for d in np.flatnonzero(bounded & (item.request > largest)):
+        for found in np.flatnonzero(bounded & (item.request > largest)):
+            d = int(found)
             short = int(item.request[d] - largest[d])
             key = (int(d == GPU_DIM), short * 1000 // max(int(item.request[d]), 1))
             if best is None or key > best[0]:
-                best = (key, int(d), item)
+                best = (key, d, item)
     if best is not None:
         return best[1], best[2]
     together = sum(item.request for item in items)
     total = free.sum(axis=0)
     ratio = np.where(bounded & (total > 0), together / np.maximum(total, 1), 0)
     ratio = np.where(bounded & (total == 0) & (together > 0), np.inf, ratio)
-    d = int(np.argmax(ratio))
-    return d, max(items, key=lambda item: item.request[d])
+    widest = int(np.argmax(ratio))
+    return widest, max(items, key=lambda item: item.request[widest])
 
 
 def _may_fit(items: list[Item], free: np.ndarray, bounded: np.ndarray) -> bool:
