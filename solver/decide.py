@@ -51,6 +51,10 @@ BUILD_SECONDS_PER_MODEL = 1e-3
 
 
 WALL_SAFETY = 2.0
+OUT_OF_TIME = Refusal(
+    WaitReason.SOLVER_LIMIT,
+    "best-fit found no room, and the tick's time limit ran out before repacking could settle it",
+)
 
 
 @dataclass
@@ -126,7 +130,11 @@ class Decider:
                     ledger.admit(action, placement)
                     continue
                 if self.budget.exhausted():
-                    verdict = NO_ROOM  # past the time limit, best-fit has the last word
+                    # Past the time limit best-fit has the last word; "no room" is said only
+                    # where a bound proves it.
+                    clusters = ledger.candidate_clusters(items, action.queue)
+                    fits = ledger.fleet_may_hold(items) and self._may_fit(items, clusters)
+                    verdict = OUT_OF_TIME if fits else NO_ROOM
                 else:
                     checked = self._check(ledger, action)
                     if isinstance(checked, Plan):
@@ -218,10 +226,7 @@ class Decider:
                 return solution
             proven = proven and complete
             if self.budget.limit_hit:
-                return Refusal(
-                    WaitReason.SOLVER_LIMIT,
-                    "the tick's time limit ran out before room for it could be proven",
-                )
+                return OUT_OF_TIME
         if not proven:
             self.stats.unproven_refusals += 1
         return refusal or NO_ROOM
