@@ -546,7 +546,7 @@ def get_settings(remote: Remote) -> None:
 @click.option("--period", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds between ticks.")  # fmt: skip
 @click.option("--time-limit", type=click.FloatRange(min=0.01),
-              help="The solver's limit per tick [default: 80% of the period].")  # fmt: skip
+              help="The model's budget per tick [default: half the period].")  # fmt: skip
 @click.option("--demo", is_flag=True, help="Load a demo fleet and run a simulated executor.")
 @click.option(
     "--auth",

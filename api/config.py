@@ -13,7 +13,9 @@ class ServiceSettings(BaseModel):
     db_path: Path = Path("sluice.db")
     period_s: PositiveFloat = 2.0
     tick_time_limit_s: PositiveFloat | None = Field(
-        default=None, description="The solver's time limit; by default 80% of the period."
+        default=None,
+        description="The model's budget per tick; by default half the period, which leaves the"
+        " other half for reading the store, the per-action passes and writing back.",
     )
     auth_file: Path | None = None  # None: the server runs open (every caller is admin)
     demo: bool = False
@@ -21,4 +23,4 @@ class ServiceSettings(BaseModel):
 
     @property
     def time_limit_s(self) -> float:
-        return self.tick_time_limit_s or 0.8 * self.period_s
+        return self.tick_time_limit_s or 0.5 * self.period_s
