@@ -68,7 +68,8 @@ class Budget:
     limit_hit: bool = False
 
     def exhausted(self) -> bool:
-        # Deterministic time keeps a tick reproducible; the wall bound is only a safety net.
+        # Estimated time keeps a tick reproducible; the wall bound (from the start of the
+        # decide phase) is only a safety net.
         wall = time.perf_counter() - self.started
         if self.spent >= self.time_limit_s or wall >= WALL_SAFETY * self.time_limit_s:
             self.limit_hit = True

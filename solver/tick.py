@@ -64,7 +64,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     plan = Plan(problem)
     outcome = best_fit_pass(problem, plan, failures, deep, {})
     lap("best_fit")
-    budget = Budget(options.time_limit_s, options.seed, started)
+    budget = Budget(options.time_limit_s, options.seed, time.perf_counter())
     decider = Decider(problem, failures, deep, budget)
     plan, refusals = decider.run(plan, outcome)
     lap("decide")
