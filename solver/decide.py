@@ -59,7 +59,7 @@ OUT_OF_TIME = Refusal(
 
 @dataclass
 class Budget:
-    """Deterministic CP-SAT seconds the tick may spend on checks."""
+    """Estimated seconds (see SECONDS_PER_DETERMINISTIC) the tick may spend on checks."""
 
     time_limit_s: float
     seed: int
