@@ -6,7 +6,7 @@ thirteen more (six of them for the job queues); a what-if comparison adds
 three and a sweep two. Tables are always built against these constants, never
 by type inference, and every schema carries its version and table name in the
 metadata so a reader can refuse a file it does not understand (see
-docs/README-whatif.md and docs/README-quota.md for each column).
+the "Arrow snapshots" and "Quota shares" sections of README.md for each column).
 
 Choices where the issue left room:
 - Quantities are int64 in solver units (cpu in millicores, memory and every
