@@ -8,8 +8,8 @@ already proves most admissions (it found a placement) and every refusal for a
 cap or a concurrency limit (placement-free and exact). What is left are the
 contested actions best-fit could not place: for each, in order, a necessary
 bound may refuse it at once, and otherwise a CP-SAT model in which every decided
-admission sharing its nodes may move answers whether it fits. A yes gives a new
-placement, which a best-fit pass extends down the line again.
+admission sharing its nodes may move answers whether it fits. A yes moves those
+admissions to the model's placement, and the walk goes on with best-fit from there.
 """
 
 from __future__ import annotations
@@ -34,22 +34,20 @@ from solver.problem import UNBOUNDED, ActionInfo, Item, Problem
 # With this many units or fewer placed this tick, every one of them may move in a check, so
 # the answer is exact; above it, only the units on the nodes the action could use may move.
 EXACT_NEIGHBOURHOOD_UNITS = 60
-# Deterministic seconds for one local check: a local refusal is unproven anyway, so a check
-# that cannot find room quickly is not worth the tick's time.
+# Estimated seconds for one local check: a local refusal is unproven anyway, so a check that
+# cannot find room quickly is not worth the tick's time.
 LOCAL_CHECK_LIMIT_S = 0.1
 # A model with more (container, node) choices than this takes longer to build than a tick
 # should spend on one action; such a check is skipped and the refusal stays unproven.
 MAX_MODEL_SPOTS = 40_000
-# Building is written straight into the proto: measured about 1 µs per variable and 1 ms per
-# model (solver/model.py).
-BUILD_SECONDS_PER_VARIABLE = 1e-6
-# CP-SAT's deterministic seconds took about 2.3 wall seconds each on these models (2-core
-# machine); the budget counts in estimated wall seconds, so a tick stays reproducible and
-# still roughly as long as its limit says.
+# The budget counts estimated wall seconds, so a tick stays reproducible and still lasts about
+# as long as its limit says: CP-SAT's deterministic seconds took about 2.3 wall seconds each on
+# these models (2-core machine), and building, written straight into the proto, about 1 ms per
+# model and 1 µs per variable (solver/model.py).
 SECONDS_PER_DETERMINISTIC = 2.3
 BUILD_SECONDS_PER_MODEL = 1e-3
-
-
+BUILD_SECONDS_PER_VARIABLE = 1e-6
+# The wall clock may run to this multiple of the budget before the decide phase stops anyway.
 WALL_SAFETY = 2.0
 OUT_OF_TIME = Refusal(
     WaitReason.SOLVER_LIMIT,
@@ -82,7 +80,6 @@ class DecideStats:
     model_solves: int = 0
     largest_model_variables: int = 0
     unproven_refusals: int = 0
-    skipped_checks: int = 0
 
 
 class Decider:
@@ -125,7 +122,7 @@ class Decider:
             if verdict is None:
                 items = ledger.items_to_place(action)
                 # A device cap that untyped GPUs may free by moving is the model's to judge.
-                capped = ledger.refusal(action) is not None
+                capped = ledger.refusal(action)
                 placement = ledger.find_placement(action) if items and not capped else None
                 if placement is not None or not items:
                     ledger.admit(action, placement)
@@ -135,7 +132,7 @@ class Decider:
                     # where a bound proves it.
                     clusters = ledger.candidate_clusters(items, action.queue)
                     fits = ledger.fleet_may_hold(items) and self._may_fit(items, clusters)
-                    verdict = OUT_OF_TIME if fits else NO_ROOM
+                    verdict = capped or (OUT_OF_TIME if fits else NO_ROOM)
                 else:
                     checked = self._check(ledger, action)
                     if isinstance(checked, Plan):
@@ -276,7 +273,6 @@ class Decider:
         if device_room is None:
             return None, True
         if _size(model_units, ledger, scope) > MAX_MODEL_SPOTS:
-            self.stats.skipped_checks += 1
             return None, False
         model = PlacementModel(self.problem, model_units, free, ledger.opened, device_room, scope)
         self.stats.largest_model_variables = max(
