@@ -64,7 +64,8 @@ def explain(
 
 def explanation_text(data: dict[str, Any]) -> str:
     """The explanation as a person reads it: the verdict, why, and what would change it."""
-    lines = [f"{data['action']} ({data['queue']}): {data['state']}, {data['code']}"]
+    state = data["state"] if data["code"] == data["state"] else f"{data['state']}, {data['code']}"
+    lines = [f"{data['action']} ({data['queue']}): {state}"]
     if not data["items"]:
         lines.append(f"  {data['message']}")
     else:
