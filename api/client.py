@@ -22,7 +22,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -248,9 +248,6 @@ class Queue:
         _client(client).request("DELETE", f"/queues/{name}")
 
 
-_DONE = ("succeeded", "cancelled")
-
-
 def _wait(
     what: str,
     fetch: Callable[[], JSON],
@@ -279,8 +276,70 @@ def _wait(
         time.sleep(poll_s)
 
 
-class Action:
+class _Tracked:
+    """What Action and Job share: each one lives at `<_path>/<id>`, executors report its
+    outcome, and a caller can cancel it or wait for it to settle."""
+
+    _path: ClassVar[str]  # "/actions"
+    _noun: ClassVar[str]  # "action", in the errors of `wait`
+    _until: ClassVar[tuple[str, ...]]  # what `wait` waits for by default
+    _failed_and_done: ClassVar[tuple[str, ...]]  # the failed state, then the other last ones
+
+    @classmethod
+    def get(cls, item_id: str, *, client: SluiceClient | None = None) -> JSON:
+        """State and times; a job also says its last_preemption and why it waits."""
+        return _client(client).request("GET", f"{cls._path}/{item_id}")
+
+    @classmethod
+    def cancel(cls, item_id: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("POST", f"{cls._path}/{item_id}/cancel")
+
+    @classmethod
+    def report(
+        cls,
+        item_id: str,
+        outcome: str,
+        *,
+        code: str | None = None,
+        message: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """For executors: `started`, `succeeded` or `failed`; refused for a preempted job."""
+        body = _drop_unset(outcome=outcome, code=code, message=message)
+        return _client(client).request("POST", f"{cls._path}/{item_id}/report", body=body)
+
+    @classmethod
+    def wait(
+        cls,
+        item_id: str,
+        *,
+        until: tuple[str, ...] | None = None,
+        timeout_s: float | None = None,
+        poll_s: float = 0.5,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Wait until it reaches one of `until` (by default scheduled, running or succeeded).
+
+        A failed one raises its code's exception (MaxQueuedTimeExceededError,
+        Infeasible, DeadlineExceeded, ...), so a caller can resubmit elsewhere.
+        """
+        return _wait(
+            f"{cls._noun} {item_id}",
+            lambda: cls.get(item_id, client=client),
+            cls._until if until is None else until,
+            cls._failed_and_done,
+            timeout_s,
+            poll_s,
+        )
+
+
+class Action(_Tracked):
     """Submitting work and following it."""
+
+    _path = "/actions"
+    _noun = "action"
+    _until = ("scheduled", "running", "succeeded")
+    _failed_and_done = ("failed", "succeeded", "cancelled")
 
     @staticmethod
     def spec(
@@ -325,10 +384,6 @@ class Action:
         return reply["ids"]
 
     @staticmethod
-    def get(action_id: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("GET", f"/actions/{action_id}")
-
-    @staticmethod
     def list(
         *,
         queue: str | None = None,
@@ -339,46 +394,6 @@ class Action:
     ) -> list[JSON]:
         params = _drop_unset(queue=queue, state=state, cluster=cluster, limit=limit)
         return _client(client).request("GET", "/actions", params=params)
-
-    @staticmethod
-    def cancel(action_id: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("POST", f"/actions/{action_id}/cancel")
-
-    @staticmethod
-    def report(
-        action_id: str,
-        outcome: str,
-        *,
-        code: str | None = None,
-        message: str | None = None,
-        client: SluiceClient | None = None,
-    ) -> JSON:
-        """For executors: `started`, `succeeded` or `failed`."""
-        body = _drop_unset(outcome=outcome, code=code, message=message)
-        return _client(client).request("POST", f"/actions/{action_id}/report", body=body)
-
-    @staticmethod
-    def wait(
-        action_id: str,
-        *,
-        until: tuple[str, ...] = ("scheduled", "running", "succeeded"),
-        timeout_s: float | None = None,
-        poll_s: float = 0.5,
-        client: SluiceClient | None = None,
-    ) -> JSON:
-        """Wait until the action reaches one of `until`.
-
-        A failed action raises its code's exception (MaxQueuedTimeExceededError,
-        Infeasible, DeadlineExceeded, ...), so a caller can resubmit elsewhere.
-        """
-        return _wait(
-            f"action {action_id}",
-            lambda: Action.get(action_id, client=client),
-            until,
-            ("failed", *_DONE),
-            timeout_s,
-            poll_s,
-        )
 
 
 class Fleet:
@@ -612,11 +627,13 @@ class JobQueue:
             return "updated"
 
 
-_JOB_DONE = ("SUCCEEDED", "CANCELLED")
-
-
-class Job:
+class Job(_Tracked):
     """Submitting SageMaker Training jobs to quota shares, and following them."""
+
+    _path = "/jobs"
+    _noun = "job"
+    _until = ("SCHEDULED", "RUNNING", "SUCCEEDED")
+    _failed_and_done = ("FAILED", "SUCCEEDED", "CANCELLED")
 
     @staticmethod
     def submit(
@@ -641,11 +658,6 @@ class Job:
         return _client(client).request("POST", "/jobs", body=body)
 
     @staticmethod
-    def get(job_id: str, *, client: SluiceClient | None = None) -> JSON:
-        """State, times, last_preemption (when, reason, beneficiary) and why it waits."""
-        return _client(client).request("GET", f"/jobs/{job_id}")
-
-    @staticmethod
     def list(
         *,
         job_queue: str | None = None,
@@ -656,39 +668,3 @@ class Job:
     ) -> list[JSON]:
         params = _drop_unset(job_queue=job_queue, share=share, state=state, limit=limit)
         return _client(client).request("GET", "/jobs", params=params)
-
-    @staticmethod
-    def cancel(job_id: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("POST", f"/jobs/{job_id}/cancel")
-
-    @staticmethod
-    def report(
-        job_id: str,
-        outcome: str,
-        *,
-        code: str | None = None,
-        message: str | None = None,
-        client: SluiceClient | None = None,
-    ) -> JSON:
-        """For executors: `started`, `succeeded` or `failed`; refused for a preempted job."""
-        body = _drop_unset(outcome=outcome, code=code, message=message)
-        return _client(client).request("POST", f"/jobs/{job_id}/report", body=body)
-
-    @staticmethod
-    def wait(
-        job_id: str,
-        *,
-        until: tuple[str, ...] = ("SCHEDULED", "RUNNING", "SUCCEEDED"),
-        timeout_s: float | None = None,
-        poll_s: float = 0.5,
-        client: SluiceClient | None = None,
-    ) -> JSON:
-        """Wait until the job reaches one of `until`; a failed job raises its code's error."""
-        return _wait(
-            f"job {job_id}",
-            lambda: Job.get(job_id, client=client),
-            until,
-            ("FAILED", *_JOB_DONE),
-            timeout_s,
-            poll_s,
-        )
