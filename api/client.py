@@ -276,19 +276,28 @@ def _wait(
         time.sleep(poll_s)
 
 
-class _Tracked:
-    """What Action and Job share: each one lives at `<_path>/<id>`, executors report its
-    outcome, and a caller can cancel it or wait for it to settle."""
+class _Resource:
+    """A kind of thing the server keeps one of at `<_path>/<name or id>`."""
 
     _path: ClassVar[str]  # "/actions"
-    _noun: ClassVar[str]  # "action", in the errors of `wait`
-    _until: ClassVar[tuple[str, ...]]  # what `wait` waits for by default
-    _failed_and_done: ClassVar[tuple[str, ...]]  # the failed state, then the other last ones
 
     @classmethod
     def get(cls, item_id: str, *, client: SluiceClient | None = None) -> JSON:
-        """State and times; a job also says its last_preemption and why it waits."""
+        """Its settings and state; a job also says its last_preemption and why it waits."""
         return _client(client).request("GET", f"{cls._path}/{item_id}")
+
+    @classmethod
+    def list(cls, *, client: SluiceClient | None = None) -> builtins.list[JSON]:
+        return _client(client).request("GET", cls._path)
+
+
+class _Tracked(_Resource):
+    """What Action and Job share: executors report the outcome of each one, and a caller
+    can cancel it or wait for it to settle."""
+
+    _noun: ClassVar[str]  # "action", in the errors of `wait`
+    _until: ClassVar[tuple[str, ...]]  # what `wait` waits for by default
+    _failed_and_done: ClassVar[tuple[str, ...]]  # the failed state, then the other last ones
 
     @classmethod
     def cancel(cls, item_id: str, *, client: SluiceClient | None = None) -> JSON:
@@ -440,8 +449,10 @@ class Fleet:
 # -- quota-managed job queues ------------------------------------------------------------------
 
 
-class SchedulingPolicy:
+class SchedulingPolicy(_Resource):
     """Scheduling policies; a job queue with quota shares needs one with a quota share policy."""
+
+    _path = "/scheduling-policies"
 
     @staticmethod
     def put(
@@ -453,17 +464,11 @@ class SchedulingPolicy:
             "PUT", f"/scheduling-policies/{name}", body=body if quota_share_policy else {}
         )
 
-    @staticmethod
-    def get(name: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("GET", f"/scheduling-policies/{name}")
 
-    @staticmethod
-    def list(*, client: SluiceClient | None = None) -> list[JSON]:
-        return _client(client).request("GET", "/scheduling-policies")
-
-
-class ServiceEnvironment:
+class ServiceEnvironment(_Resource):
     """Service environments: the most instances of each type a job queue may use."""
+
+    _path = "/service-environments"
 
     @staticmethod
     def put(
@@ -476,14 +481,6 @@ class ServiceEnvironment:
         """Create or replace `name`, e.g. `put("sagemaker-g5", {"ml.g5.xlarge": 3})`."""
         body = _drop_unset(type=type, capacity_limits=capacity_limits)
         return _client(client).request("PUT", f"/service-environments/{name}", body=body)
-
-    @staticmethod
-    def get(name: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("GET", f"/service-environments/{name}")
-
-    @staticmethod
-    def list(*, client: SluiceClient | None = None) -> list[JSON]:
-        return _client(client).request("GET", "/service-environments")
 
 
 class QuotaShare:
