@@ -15,8 +15,9 @@ file holding such a stream is read like a directory.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from enum import Enum
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -87,6 +88,28 @@ def _table(schema: pa.Schema, columns: Mapping[str, list[Any]]) -> pa.Table:
     )
 
 
+def _objects_table(schema: pa.Schema, items: Sequence[Any], **columns: list[Any]) -> pa.Table:
+    """One row per item. A column not given in `columns` holds the item's attribute of the
+    column's name: an enum as its value, a map as its (key, value) pairs."""
+    return _table(
+        schema,
+        {
+            field.name: columns[field.name]
+            if field.name in columns
+            else [_cell(getattr(item, field.name)) for item in items]
+            for field in schema
+        },
+    )
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return list(value.items())
+    return value
+
+
 # --- snapshot -> tables ---------------------------------------------------------------------------
 
 
@@ -113,33 +136,12 @@ def snapshot_tables(snapshot: Snapshot) -> dict[str, pa.Table]:
             SETTINGS,
             {"now": [snapshot.now], "default_gpu_type": [snapshot.settings.default_gpu_type]},
         ),
-        "queues": _table(
-            QUEUES,
-            {
-                "name": [q.name for q in snapshot.queues],
-                "pool": [q.pool for q in snapshot.queues],
-                "run_concurrency": [q.run_concurrency for q in snapshot.queues],
-                "action_concurrency": [q.action_concurrency for q in snapshot.queues],
-                "depth": [q.depth for q in snapshot.queues],
-                "priority": [q.priority for q in snapshot.queues],
-                "max_resources": [list(q.max_resources.items()) for q in snapshot.queues],
-                "max_gpus": [q.max_gpus for q in snapshot.queues],
-                "max_accelerators": [list(q.max_accelerators.items()) for q in snapshot.queues],
-                "scheduling": [q.scheduling.value for q in snapshot.queues],
-                "clusters": [q.clusters for q in snapshot.queues],
-                "head_blocked_since": [q.head_blocked_since for q in snapshot.queues],
-            },
-        ),
+        "queues": _objects_table(QUEUES, snapshot.queues),
         "clusters": _clusters_table(snapshot),
-        "environments": _table(
+        "environments": _objects_table(
             ENVIRONMENTS,
-            {
-                "name": [e.name for e in snapshot.environments],
-                "queue": [e.queue for e in snapshot.environments],
-                "replicas": [e.replicas for e in snapshot.environments],
-                "running": [e.running for e in snapshot.environments],
-                "placement_cluster": [_cluster_of(e.placement) for e in snapshot.environments],
-            },
+            snapshot.environments,
+            placement_cluster=[_cluster_of(e.placement) for e in snapshot.environments],
         ),
         "actions": _actions_table(snapshot),
         "containers": _containers_table(snapshot),
@@ -193,20 +195,12 @@ def _clusters_table(snapshot: Snapshot) -> pa.Table:
 def _actions_table(snapshot: Snapshot) -> pa.Table:
     actions = snapshot.actions
     deadlines = [a.deadline for a in actions]
-    return _table(
+    return _objects_table(
         ACTIONS,
-        {
-            "id": [a.id for a in actions],
-            "run": [a.run for a in actions],
-            "queue": [a.queue for a in actions],
-            "submitted_at": [a.submitted_at for a in actions],
-            "state": [a.state.value for a in actions],
-            "environment": [a.environment for a in actions],
-            "max_queued_time": [a.max_queued_time for a in actions],
-            "deadline": [d if isinstance(d, datetime) else None for d in deadlines],
-            "deadline_after": [None if isinstance(d, datetime) else d for d in deadlines],
-            "placement_cluster": [_cluster_of(a.placement) for a in actions],
-        },
+        actions,
+        deadline=[d if isinstance(d, datetime) else None for d in deadlines],
+        deadline_after=[None if isinstance(d, datetime) else d for d in deadlines],
+        placement_cluster=[_cluster_of(a.placement) for a in actions],
     )
 
 
@@ -265,61 +259,22 @@ def _quota_tables(snapshot: Snapshot) -> dict[str, pa.Table]:
     queues, jobs = snapshot.job_queues, snapshot.jobs
     shares = [(queue.name, share) for queue in queues for share in queue.quota_shares]
     return {
-        "scheduling_policies": _table(
+        "scheduling_policies": _objects_table(
             SCHEDULING_POLICIES,
-            {
-                "name": [p.name for p in policies],
-                "quota_share_policy": [
-                    p.quota_share_policy.idle_resource_assignment_strategy.value
-                    if p.quota_share_policy
-                    else None
-                    for p in policies
-                ],
-            },
+            policies,
+            quota_share_policy=[
+                p.quota_share_policy.idle_resource_assignment_strategy.value
+                if p.quota_share_policy
+                else None
+                for p in policies
+            ],
         ),
-        "service_environments": _table(
-            SERVICE_ENVIRONMENTS,
-            {
-                "name": [e.name for e in environments],
-                "type": [e.type.value for e in environments],
-                "capacity_limits": [list(e.capacity_limits.items()) for e in environments],
-            },
+        "service_environments": _objects_table(SERVICE_ENVIRONMENTS, environments),
+        "job_queues": _objects_table(JOB_QUEUES, queues),
+        "quota_shares": _objects_table(
+            QUOTA_SHARES, [s for _, s in shares], job_queue=[queue for queue, _ in shares]
         ),
-        "job_queues": _table(
-            JOB_QUEUES,
-            {
-                "name": [q.name for q in queues],
-                "type": [q.type.value for q in queues],
-                "state": [q.state.value for q in queues],
-                "scheduling_policy": [q.scheduling_policy for q in queues],
-                "service_environment": [q.service_environment for q in queues],
-            },
-        ),
-        "quota_shares": _table(
-            QUOTA_SHARES,
-            {
-                "job_queue": [queue for queue, _ in shares],
-                "name": [s.name for _, s in shares],
-                "capacity_limits": [list(s.capacity_limits.items()) for _, s in shares],
-                "strategy": [s.strategy.value for _, s in shares],
-                "borrow_limit": [s.borrow_limit for _, s in shares],
-                "in_share_preemption": [s.in_share_preemption for _, s in shares],
-            },
-        ),
-        "jobs": _table(
-            JOBS,
-            {
-                "id": [j.id for j in jobs],
-                "job_queue": [j.job_queue for j in jobs],
-                "share": [j.share for j in jobs],
-                "priority": [j.priority for j in jobs],
-                "instance_type": [j.instance_type for j in jobs],
-                "count": [j.count for j in jobs],
-                "state": [j.state.value for j in jobs],
-                "submitted_at": [j.submitted_at for j in jobs],
-                "started_at": [j.started_at for j in jobs],
-            },
-        ),
+        "jobs": _objects_table(JOBS, jobs),
     }
 
 
@@ -362,38 +317,10 @@ def result_tables(result: TickResult) -> dict[str, pa.Table]:
                 "new_node": [c.new_node for _, c in started],
             },
         ),
-        "failed": _table(
-            FAILED,
-            {
-                "action": [f.action for f in result.failed],
-                "queue": [f.queue for f in result.failed],
-                "code": [f.code.value for f in result.failed],
-                "message": [f.message for f in result.failed],
-            },
-        ),
-        "waiting": _table(
-            WAITING,
-            {
-                "action": [w.action for w in result.waiting],
-                "queue": [w.queue for w in result.waiting],
-                "reason": [w.reason.value for w in result.waiting],
-                "resource": [w.resource for w in result.waiting],
-                "message": [w.message for w in result.waiting],
-            },
-        ),
+        "failed": _objects_table(FAILED, result.failed),
+        "waiting": _objects_table(WAITING, result.waiting),
         "usage": _table(USAGE, {f.name: [row[i] for row in usage] for i, f in enumerate(USAGE)}),
-        "queue_heads": _table(
-            QUEUE_HEADS,
-            {
-                "queue": [m.name for m in queues],
-                "scheduling": [m.scheduling.value for m in queues],
-                "head_blocked": [m.head_blocked for m in queues],
-                "head_blocked_since": [m.head_blocked_since for m in queues],
-                "head_action": [m.head_action for m in queues],
-                "blocked_behind_head": [m.blocked_behind_head for m in queues],
-                "waiting": [m.waiting for m in queues],
-            },
-        ),
+        "queue_heads": _objects_table(QUEUE_HEADS, queues, queue=[m.name for m in queues]),
         "solver": _table(
             SOLVER,
             {
@@ -422,51 +349,10 @@ def quota_result_tables(result: QuotaTickResult | None) -> dict[str, pa.Table]:
     ]
     pools = [(q, t) for q in queues for t in sorted(q.max_capacity.keys() | q.usage.keys())]
     return {
-        "quota_scheduled": _table(
-            QUOTA_SCHEDULED,
-            {
-                "job": [s.job for s in scheduled],
-                "job_queue": [s.job_queue for s in scheduled],
-                "share": [s.share for s in scheduled],
-                "instance_type": [s.instance_type for s in scheduled],
-                "count": [s.count for s in scheduled],
-            },
-        ),
-        "quota_preempted": _table(
-            QUOTA_PREEMPTED,
-            {
-                "job": [p.job for p in preempted],
-                "job_queue": [p.job_queue for p in preempted],
-                "share": [p.share for p in preempted],
-                "instance_type": [p.instance_type for p in preempted],
-                "count": [p.count for p in preempted],
-                "reason": [p.reason.value for p in preempted],
-                "beneficiary": [p.beneficiary for p in preempted],
-                "message": [p.message for p in preempted],
-                "position": [p.position for p in preempted],
-            },
-        ),
-        "quota_waiting": _table(
-            QUOTA_WAITING,
-            {
-                "job": [w.job for w in waiting],
-                "job_queue": [w.job_queue for w in waiting],
-                "share": [w.share for w in waiting],
-                "reason": [w.reason.value for w in waiting],
-                "message": [w.message for w in waiting],
-                "position": [w.position for w in waiting],
-            },
-        ),
-        "quota_failed": _table(
-            QUOTA_FAILED,
-            {
-                "job": [f.job for f in failed],
-                "job_queue": [f.job_queue for f in failed],
-                "share": [f.share for f in failed],
-                "code": [f.code.value for f in failed],
-                "message": [f.message for f in failed],
-            },
-        ),
+        "quota_scheduled": _objects_table(QUOTA_SCHEDULED, scheduled),
+        "quota_preempted": _objects_table(QUOTA_PREEMPTED, preempted),
+        "quota_waiting": _objects_table(QUOTA_WAITING, waiting),
+        "quota_failed": _objects_table(QUOTA_FAILED, failed),
         "quota_usage": _table(
             QUOTA_USAGE,
             {
