@@ -30,6 +30,7 @@ from models.quantity import format_quantity
 from models.result import UNTYPED_GPU
 from models.snapshot import Action, ActionState, Snapshot
 from solver.explain_changes import apply_changes
+from solver.explain_wait import cap_amount, cap_setting, counted
 from solver.failfast import Failure, describe_item, fail_fast
 from solver.problem import GPU_DIM, UNBOUNDED, ActionInfo, Item, PoolInfo, Problem, compile_snapshot
 
@@ -127,7 +128,7 @@ def _labelled(item: Item, pools: list[PoolInfo]) -> list[PoolInfo]:
 
 def _dim_text(problem: Problem, d: int, amount: int) -> str:
     if d == GPU_DIM:
-        return f"{amount} GPU" + ("" if amount == 1 else "s")
+        return counted(amount, "GPU")
     name = problem.dims[d]
     return f"{name} {format_quantity(name, amount)}"
 
@@ -369,8 +370,8 @@ class _Fixes:
             (
                 Change(kind=ChangeKind.RAISE_CAP, queue=self.queue.name, resource=r.resource,
                        value=r.requested),
-                f"raise {_cap_setting(r.resource)} of queue {self.queue.name} to"
-                f" {_cap_amount(r.resource, r.requested)}",
+                f"raise {cap_setting(r.resource)} of queue {self.queue.name} to"
+                f" {cap_amount(r.resource, r.requested)}",
             )
             for r in caps
         ]  # fmt: skip
@@ -456,7 +457,7 @@ class _Fixes:
                     Change(kind=ChangeKind.REDUCE_REQUEST, container=name, resource=dim,
                            value=amount - cut),
                     f"reduce {_request_name(dim)} of container {name} from"
-                    f" {_cap_amount(dim, amount)} to {_cap_amount(dim, amount - cut)}",
+                    f" {cap_amount(dim, amount)} to {cap_amount(dim, amount - cut)}",
                 )
             )  # fmt: skip
         return changes
@@ -662,7 +663,7 @@ class _ClusterStep:
                     Change(kind=ChangeKind.REDUCE_REQUEST, container=item.name, resource=dim,
                            value=value),
                     f"reduce {_request_name(dim)} of container {item.name} from"
-                    f" {_cap_amount(dim, int(item.request[d]))} to {_cap_amount(dim, value)}"
+                    f" {cap_amount(dim, int(item.request[d]))} to {cap_amount(dim, value)}"
                     f" (a node of pool {pool.name})",
                 )
             )  # fmt: skip
@@ -710,20 +711,6 @@ def _distinct(parts: list[list[tuple[Change, str]]]) -> list[list[tuple[Change, 
         if part not in seen:
             seen.append(part)
     return seen
-
-
-def _cap_setting(resource: str | None) -> str:
-    if resource == UNTYPED_GPU:
-        return "max_gpus"
-    if resource and "/" in resource:
-        return f"max_accelerators {resource}"
-    return f"max_resources {resource}"
-
-
-def _cap_amount(resource: str | None, amount: int | None) -> str:
-    if resource is None or resource == UNTYPED_GPU or "/" in resource:
-        return str(amount)
-    return format_quantity(resource, amount or 0)
 
 
 def _request_name(dim: str) -> str:

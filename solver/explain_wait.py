@@ -93,9 +93,30 @@ def amount_text(dim: str, amount: int, pool: PoolInfo | None = None) -> str:
     """`40 cpu`, `64Gi memory`, `8 GPUs` (or `4 google_tpu/google-tpu-v6e`)."""
     if dim == UNTYPED_GPU:
         if pool is None or pool.nvidia:
-            return f"{amount} GPU" + ("" if amount == 1 else "s")
+            return counted(amount, "GPU")
         return f"{amount} {pool.device}"
     return f"{format_quantity(dim, amount)} {dim}"
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 node`, `3 nodes`."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def cap_setting(resource: str | None) -> str:
+    """The queue setting that caps `resource`: `max_gpus`, `max_accelerators <device>`, ..."""
+    if resource == UNTYPED_GPU:
+        return "max_gpus"
+    if resource and "/" in resource:
+        return f"max_accelerators {resource}"
+    return f"max_resources {resource}"
+
+
+def cap_amount(resource: str | None, amount: int | None) -> str:
+    """A cap's value as the setting is written: a count, or a quantity (`64Gi`)."""
+    if resource is None or resource == UNTYPED_GPU or "/" in resource:
+        return str(amount)
+    return format_quantity(resource, amount or 0)
 
 
 def clock(moment: datetime, now: datetime) -> str:
@@ -307,7 +328,7 @@ class _Words:
             )
             message = (
                 f"{where}: {self._amount(d, total, pool)} free at full scale"
-                f" ({_nodes(pool.max_nodes)}), {asked}"
+                f" ({counted(pool.max_nodes, 'node')}), {asked}"
             )
         else:
             story = ReasonKind.NODE_FIT
@@ -433,8 +454,8 @@ class _Words:
                 changes.append(
                     Change(kind=ChangeKind.RAISE_CAP, queue=q, resource=resource, value=needed)
                 )
-                value = _cap_value(resource, needed)
-                words.append(f"raise {_cap_name(resource)} of queue {q} to {value}")
+                value = cap_amount(resource, needed)
+                words.append(f"raise {cap_setting(resource)} of queue {q} to {value}")
         return Suggestion(changes=changes, message=f"{_sentence(words)}: then it runs ({AHEAD})")
 
     def wait_fix(self, fix: Fix) -> Suggestion | None:
@@ -451,10 +472,10 @@ class _Words:
             amount = needed - current
             if assumption.limit is Limit.RUN:
                 resource, held = FINISH_RUNS, len(self.usage.runs)
-                what = f"{amount} run slot" + ("" if amount == 1 else "s")
+                what = counted(amount, "run slot")
             elif assumption.limit is Limit.ACTION:
                 resource, held = FINISH_ACTIONS, self.model.in_flight()
-                what = f"{amount} action slot" + ("" if amount == 1 else "s")
+                what = counted(amount, "action slot")
             else:
                 resource = str(assumption.subject)
                 held = self._held(assumption)
@@ -482,28 +503,10 @@ class _Words:
         return sum(charge(frozen.world, a).get(str(assumption.subject), 0) for a in actions)
 
 
-def _nodes(count: int) -> str:
-    return f"{count} node" + ("" if count == 1 else "s")
-
-
-def _cap_name(resource: str) -> str:
-    if resource == UNTYPED_GPU:
-        return "max_gpus"
-    if "/" in resource:
-        return f"max_accelerators {resource}"
-    return f"max_resources {resource}"
-
-
-def _cap_value(resource: str, amount: int) -> str:
-    if resource == UNTYPED_GPU or "/" in resource:
-        return str(amount)
-    return format_quantity(resource, amount)
-
-
 def _freed(resource: str, amount: int) -> str:
     """`2 untyped GPUs`, `1 nvidia_gpu/nvidia-h100`, `40Gi memory`."""
     if resource == UNTYPED_GPU:
-        return f"{amount} untyped GPU" + ("" if amount == 1 else "s")
+        return counted(amount, "untyped GPU")
     if "/" in resource:
         return f"{amount} {resource}"
     return f"{format_quantity(resource, amount)} {resource}"
