@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from models.errors import (
     AlreadyExists,
@@ -227,6 +227,28 @@ def _job_record(row: Sequence[Any]) -> JobRecord:
     )
 
 
+_Named = TypeVar("_Named", SchedulingPolicy, ServiceEnvironment)
+
+# what the store keeps by name: its table, and the field a missing one's error names
+_NAMED: dict[type, tuple[str, str]] = {
+    SchedulingPolicy: ("scheduling_policies", "scheduling_policy"),
+    ServiceEnvironment: ("service_environments", "service_environment"),
+}
+
+
+def _named(conn: sqlite3.Connection, kind: type[_Named], name: str) -> _Named:
+    table, key = _NAMED[kind]
+    found = conn.execute(f"SELECT body FROM {table} WHERE name = ?", (name,)).fetchone()
+    if found is None:
+        raise NotFound(f"{key.replace('_', ' ')} {name!r} does not exist", field=key)
+    return kind.model_validate_json(found[0])
+
+
+def _all_named(conn: sqlite3.Connection, kind: type[_Named]) -> list[_Named]:
+    rows = conn.execute(f"SELECT body FROM {_NAMED[kind][0]} ORDER BY name").fetchall()
+    return [kind.model_validate_json(body) for (body,) in rows]
+
+
 class SqliteQuotaStore:
     """The job queues' tables and operations; mixed into api.store.SqliteStore."""
 
@@ -239,69 +261,39 @@ class SqliteQuotaStore:
     def put_scheduling_policy(self, policy: SchedulingPolicy) -> SchedulingPolicy:
         """Create or replace; a job queue using a policy without a quota share policy turns
         INVALID (it is reported, not refused: the policy is the admin's to change)."""
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO scheduling_policies VALUES (?, ?)"
-                " ON CONFLICT (name) DO UPDATE SET body = excluded.body",
-                (policy.name, policy.model_dump_json()),
-            )
-        return policy
+        return self._put_named(policy)
 
     def get_scheduling_policy(self, name: str) -> SchedulingPolicy:
         with self._read() as conn:
-            return self._policy(conn, name)
+            return _named(conn, SchedulingPolicy, name)
 
     def list_scheduling_policies(self) -> list[SchedulingPolicy]:
         with self._read() as conn:
-            return self._policies(conn)
+            return _all_named(conn, SchedulingPolicy)
 
     def put_service_environment(self, environment: ServiceEnvironment) -> ServiceEnvironment:
         """Create or replace. A lowered limit takes effect at the next tick (jobs above it
         become eligible for preemption); a removed instance type makes a job queue whose
         shares limit it INVALID."""
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO service_environments VALUES (?, ?)"
-                " ON CONFLICT (name) DO UPDATE SET body = excluded.body",
-                (environment.name, environment.model_dump_json()),
-            )
-        return environment
+        return self._put_named(environment)
 
     def get_service_environment(self, name: str) -> ServiceEnvironment:
         with self._read() as conn:
-            return self._environment(conn, name)
+            return _named(conn, ServiceEnvironment, name)
 
     def list_service_environments(self) -> list[ServiceEnvironment]:
         with self._read() as conn:
-            return self._environments(conn)
+            return _all_named(conn, ServiceEnvironment)
 
-    @staticmethod
-    def _policy(conn: sqlite3.Connection, name: str) -> SchedulingPolicy:
-        row = conn.execute("SELECT body FROM scheduling_policies WHERE name = ?", (name,))
-        found = row.fetchone()
-        if found is None:
-            raise NotFound(f"scheduling policy {name!r} does not exist", field="scheduling_policy")
-        return SchedulingPolicy.model_validate_json(found[0])
-
-    @staticmethod
-    def _policies(conn: sqlite3.Connection) -> list[SchedulingPolicy]:
-        rows = conn.execute("SELECT body FROM scheduling_policies ORDER BY name").fetchall()
-        return [SchedulingPolicy.model_validate_json(body) for (body,) in rows]
-
-    @staticmethod
-    def _environment(conn: sqlite3.Connection, name: str) -> ServiceEnvironment:
-        row = conn.execute("SELECT body FROM service_environments WHERE name = ?", (name,))
-        found = row.fetchone()
-        if found is None:
-            raise NotFound(
-                f"service environment {name!r} does not exist", field="service_environment"
+    def _put_named(self, item: _Named) -> _Named:
+        """Create or replace a scheduling policy or service environment."""
+        with self._write() as conn:
+            conn.execute(
+                f"INSERT INTO {_NAMED[type(item)][0]} VALUES (?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET body = excluded.body",
+                (item.name, item.model_dump_json()),
             )
-        return ServiceEnvironment.model_validate_json(found[0])
-
-    @staticmethod
-    def _environments(conn: sqlite3.Connection) -> list[ServiceEnvironment]:
-        rows = conn.execute("SELECT body FROM service_environments ORDER BY name").fetchall()
-        return [ServiceEnvironment.model_validate_json(body) for (body,) in rows]
+        return item
 
     # -- job queues ------------------------------------------------------------------------------
 
@@ -313,7 +305,8 @@ class SqliteQuotaStore:
     def _records(
         self, conn: sqlite3.Connection, names: Sequence[str] | None
     ) -> list[JobQueueRecord]:
-        policies, environments = self._policies(conn), self._environments(conn)
+        policies = _all_named(conn, SchedulingPolicy)
+        environments = _all_named(conn, ServiceEnvironment)
         queues = self._queues(conn)
         statuses = job_queue_statuses(policies, environments, queues)
         limits = {e.name: e.capacity_limits for e in environments}
@@ -325,8 +318,8 @@ class SqliteQuotaStore:
 
     def _check_queue(self, conn: sqlite3.Connection, queue: JobQueue) -> None:
         """Refuse what would make `queue` INVALID, naming the request's field."""
-        policies = [self._policy(conn, queue.scheduling_policy)]
-        environments = [self._environment(conn, queue.service_environment)]
+        policies = [_named(conn, SchedulingPolicy, queue.scheduling_policy)]
+        environments = [_named(conn, ServiceEnvironment, queue.service_environment)]
         owner = conn.execute(
             "SELECT name FROM job_queues WHERE service_environment = ? AND name != ?"
             " ORDER BY seq LIMIT 1",
@@ -571,8 +564,8 @@ class SqliteQuotaStore:
                 job = job.model_copy(update={"state": state, "started_at": _time(scheduled_at)})
             jobs.append(job)
         return {
-            "scheduling_policies": self._policies(conn),
-            "service_environments": self._environments(conn),
+            "scheduling_policies": _all_named(conn, SchedulingPolicy),
+            "service_environments": _all_named(conn, ServiceEnvironment),
             "job_queues": self._queues(conn),
             "jobs": jobs,
         }
