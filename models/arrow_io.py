@@ -291,31 +291,11 @@ def result_tables(result: TickResult) -> dict[str, pa.Table]:
     queues = list(result.queues.values())
     usage = [row for metrics in queues for row in _usage_rows(metrics)]
     return {
-        "scheduled": _table(
-            SCHEDULED,
-            {
-                "action": [s.action for s, _ in scheduled],
-                "queue": [s.queue for s, _ in scheduled],
-                "run": [s.run for s, _ in scheduled],
-                "cluster": [s.cluster for s, _ in scheduled],
-                "environment": [s.environment for s, _ in scheduled],
-                "container": [c.name if c else None for _, c in scheduled],
-                "node_pool": [c.node_pool if c else None for _, c in scheduled],
-                "node": [c.node if c else None for _, c in scheduled],
-                "new_node": [c.new_node if c else None for _, c in scheduled],
-            },
+        "scheduled": _objects_table(
+            SCHEDULED, [s for s, _ in scheduled], **_placed([c for _, c in scheduled])
         ),
-        "environments_started": _table(
-            ENVIRONMENTS_STARTED,
-            {
-                "environment": [e.environment for e, _ in started],
-                "queue": [e.queue for e, _ in started],
-                "cluster": [e.cluster for e, _ in started],
-                "container": [c.name for _, c in started],
-                "node_pool": [c.node_pool for _, c in started],
-                "node": [c.node for _, c in started],
-                "new_node": [c.new_node for _, c in started],
-            },
+        "environments_started": _objects_table(
+            ENVIRONMENTS_STARTED, [e for e, _ in started], **_placed([c for _, c in started])
         ),
         "failed": _objects_table(FAILED, result.failed),
         "waiting": _objects_table(WAITING, result.waiting),
@@ -331,6 +311,16 @@ def result_tables(result: TickResult) -> dict[str, pa.Table]:
             },
         ),
         **quota_result_tables(result.quota),
+    }
+
+
+def _placed(containers: Sequence[PlacedContainer | None]) -> dict[str, list[Any]]:
+    """Where each container went; all null for an action that joins a running pool."""
+    return {
+        "container": [c.name if c else None for c in containers],
+        "node_pool": [c.node_pool if c else None for c in containers],
+        "node": [c.node if c else None for c in containers],
+        "new_node": [c.new_node if c else None for c in containers],
     }
 
 
