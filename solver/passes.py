@@ -32,29 +32,14 @@ def best_fit_pass(
     plan: Plan,
     failures: dict[int, Failure],
     over_depth: set[int],
-    decided: dict[int, Refusal | None],
-    start: int = 0,
-    heads: dict[int, int] | None = None,
 ) -> Outcome:
-    """Walk the line from `start`, admitting what fits the caps and a best-fit placement.
-
-    `decided` holds verdicts already proven (None: admitted and already in `plan`);
-    they are kept as they are and still block strict queues, as do `heads` (strict
-    queue -> refused head) found before `start`.
-    """
-    outcome = Outcome(heads=dict(heads or {}))
-    for action in problem.actions[start:]:
+    """Walk the line, admitting into `plan` what fits the caps and a best-fit placement."""
+    outcome = Outcome()
+    for action in problem.actions:
         i = action.index
         if i in failures:
             continue
         queue = problem.queues[action.queue]
-        if i in decided:
-            verdict = decided[i]
-            if verdict is not None:
-                outcome.refusals[i] = verdict
-                if queue.strict:
-                    outcome.heads.setdefault(action.queue, i)
-            continue
         if i in over_depth:
             outcome.refusals[i] = Refusal(
                 WaitReason.DEPTH, f"queue {queue.name} holds at most {queue.depth} actions"

@@ -62,7 +62,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     deep = over_depth(problem, failures)
     lap("fail_fast")
     plan = Plan(problem)
-    outcome = best_fit_pass(problem, plan, failures, deep, {})
+    outcome = best_fit_pass(problem, plan, failures, deep)
     lap("best_fit")
     budget = Budget(options.time_limit_s, options.seed, time.perf_counter())
     decider = Decider(problem, failures, deep, budget)
