@@ -44,19 +44,9 @@ class QueueUsage:
     runs: set[str]
     untyped_landed: dict[str, int] = field(default_factory=dict)  # this tick's, by device
 
-    def copy(self) -> QueueUsage:
-        return QueueUsage(
-            dict(self.used),
-            dict(self.device_used),
-            self.untyped_used,
-            self.admitted,
-            set(self.runs),
-            dict(self.untyped_landed),
-        )
-
 
 class Plan:
-    """Mutable tick state over a compiled problem; `copy()` is cheap enough to branch."""
+    """Mutable tick state over a compiled problem: admissions, where they sit, what they hold."""
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
@@ -91,23 +81,6 @@ class Plan:
             total = self.class_free.setdefault(pool.device or "", np.zeros(len(problem.dims)))
             total += _bounded(pool.room, free.sum(axis=0))
         self.untyped_on: dict[str, int] = {}  # this tick's untyped GPUs per device, all queues
-
-    def copy(self) -> Plan:
-        other = Plan.__new__(Plan)
-        other.problem = self.problem
-        other.free = [f.copy() for f in self.free]
-        other.opened = [o.copy() for o in self.opened]
-        other.usage = [u.copy() for u in self.usage]
-        other.admitted = dict(self.admitted)
-        other.env_started = dict(self.env_started)
-        other.pool_units = {p: set(keys) for p, keys in self.pool_units.items()}
-        other.pool_top = dict(self.pool_top)
-        other.cluster_used = self.cluster_used.copy()
-        other.loads = self.loads.copy()
-        other.max_free = self.max_free.copy()
-        other.class_free = {k: v.copy() for k, v in self.class_free.items()}
-        other.untyped_on = dict(self.untyped_on)
-        return other
 
     def units(self) -> dict[UnitKey, tuple[int, list[Item], Placement]]:
         """Every placed unit of this tick: its queue, its containers and where they sit."""

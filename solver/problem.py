@@ -119,7 +119,6 @@ class Problem:
     pools_of_cluster: list[list[int]]
     envs: list[EnvInfo]
     actions: list[ActionInfo]  # pending, in global order
-    running_env_actions: dict[int, int]  # env index -> running actions that joined it
     cluster_room: np.ndarray  # (clusters, dims): full-scale room on the dimensions nodes declare
     pool_cluster: np.ndarray  # the cluster of each pool
     _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
@@ -181,7 +180,6 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
     env_of = {env.name: env.index for env in envs}
 
     pending = []
-    running_env_actions: dict[int, int] = {}
     for position, action in enumerate(snapshot.actions):
         queue = queue_of[action.queue]
         if action.state is ActionState.QUEUED:
@@ -189,10 +187,8 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
             continue
         queue.running += 1
         queue.active_runs.add(action.run_id)
-        if action.environment is not None:
-            e = env_of[action.environment]
-            running_env_actions[e] = running_env_actions.get(e, 0) + 1
-        elif action.placement is not None:
+        # An action that joined a running pool holds a slot but no room: the pool holds that.
+        if action.environment is None and action.placement is not None:
             placed = items.of(action.containers, queue)
             demand = _demand(action.containers, placed)
             cluster = cluster_of[action.placement.cluster]
@@ -231,7 +227,6 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         pools_of_cluster=pools_of_cluster,
         envs=envs,
         actions=actions,
-        running_env_actions=running_env_actions,
         cluster_room=cluster_room,
         pool_cluster=np.array([pool.cluster for pool in pools], dtype=np.int64),
     )
