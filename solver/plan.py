@@ -48,8 +48,11 @@ class QueueUsage:
 class Plan:
     """Mutable tick state over a compiled problem: admissions, where they sit, what they hold."""
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: Problem, first_fit: bool = False) -> None:
         self.problem = problem
+        # The plain first-fit rule (clusters, pools, containers and nodes in order) that
+        # admission systems commonly use; the tick keeps it as the floor of its answer.
+        self.first_fit = first_fit
         self.free = [pool.room - pool.used for pool in problem.pools]
         self.opened = [np.arange(pool.max_nodes) < pool.nodes for pool in problem.pools]
         self.usage = [
@@ -212,7 +215,8 @@ class Plan:
             )
 
     def find_placement(self, action: ActionInfo) -> Placement | None:
-        """Best-fit the unit's containers into the least loaded cluster that takes them all."""
+        """Best-fit the unit's containers into the least loaded cluster that takes them all
+        (with `first_fit`: the first cluster, pool and node that take them, in order)."""
         items = self.items_to_place(action)
         if not items:
             return None
@@ -225,7 +229,8 @@ class Plan:
             if not clusters:
                 return None
         assert clusters is not None
-        for cluster in sorted(clusters, key=lambda c: (self.loads[c], c)):
+        load = (lambda c: c) if self.first_fit else (lambda c: (self.loads[c], c))
+        for cluster in sorted(clusters, key=load):
             spots = self._fit_in_cluster(items, cluster, action.queue, self.charge_of(action))
             if spots is not None:
                 return Placement(cluster, spots)
@@ -243,7 +248,10 @@ class Plan:
         spots: list[Spot | None] = [None] * len(items)
         # Larger containers first: they have the fewest nodes to choose from.
         order = sorted(
-            range(len(items)), key=lambda i: (-items[i].gpus, -items[i].request[CPU_DIM])
+            range(len(items)),
+            key=lambda i: (
+                (0, i) if self.first_fit else (-items[i].gpus, -items[i].request[CPU_DIM])
+            ),
         )
         ok = True
         for i in order:
@@ -281,6 +289,9 @@ class Plan:
             return None
         free = self.free[pool]
         fits = (free >= request).all(axis=1)
+        if self.first_fit:  # nodes up now come first in index order, then new ones
+            first = np.flatnonzero(fits)
+            return int(first[0]) if len(first) else None
         open_fits = fits & self.opened[pool]
         if open_fits.any():
             dim = GPU_DIM if request[GPU_DIM] else CPU_DIM

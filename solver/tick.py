@@ -67,6 +67,12 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     budget = Budget(options.time_limit_s, options.seed, time.perf_counter())
     decider = Decider(problem, failures, deep, budget)
     plan, refusals = decider.run(plan, outcome)
+    if budget.limit_hit:
+        # An answer cut short by the limit must still be no worse than plain first-fit.
+        floor = Plan(problem, first_fit=True)
+        floor_refusals = best_fit_pass(problem, floor, failures, deep).refusals
+        if _earlier_admission(set(floor.admitted), set(plan.admitted)):
+            plan, refusals = floor, floor_refusals
     lap("decide")
     result = decode(snapshot, problem, plan, failures, refusals, strict_heads(problem, refusals))
     lap("decode")
@@ -97,3 +103,10 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     info.largest_model_variables = decider.stats.largest_model_variables
     info.unproven_refusals = decider.stats.unproven_refusals
     return result
+
+
+def _earlier_admission(first: set[int], second: set[int]) -> bool:
+    """Whether `first` is the better answer in global order: it admits the earliest action
+    the two disagree on."""
+    differing = first ^ second
+    return bool(differing) and min(differing) in first
