@@ -36,37 +36,37 @@ def best_fit_pass(
     """Walk the line, admitting into `plan` what fits the caps and a best-fit placement."""
     outcome = Outcome()
     for action in problem.actions:
-        i = action.index
-        if i in failures:
+        if action.index in failures:
             continue
-        queue = problem.queues[action.queue]
-        if i in over_depth:
-            outcome.refusals[i] = Refusal(
-                WaitReason.DEPTH, f"queue {queue.name} holds at most {queue.depth} actions"
-            )
-            continue
-        head = outcome.heads.get(action.queue)
-        if head is not None:
-            outcome.refusals[i] = behind_head(problem, head)
-            continue
-        refusal = plan.refusal(action)
-        if refusal is None:
-            if plan.items_to_place(action):
-                placement = plan.find_placement(action)
-                if placement is not None:
-                    plan.admit(action, placement)
-                    continue
-                refusal = NO_ROOM
-                outcome.contested.append(i)
-            else:
-                plan.admit(action, None)
-                continue
-        elif placement_may_lift(plan, action, refusal):
-            outcome.contested.append(i)
-        outcome.refusals[i] = refusal
-        if queue.strict:
-            outcome.heads[action.queue] = i
+        refusal = _admit_or_refuse(problem, plan, over_depth, outcome, action)
+        if refusal is not None:
+            outcome.refusals[action.index] = refusal
     return outcome
+
+
+def _admit_or_refuse(
+    problem: Problem, plan: Plan, over_depth: set[int], outcome: Outcome, action: ActionInfo
+) -> Refusal | None:
+    """Admit `action` into `plan` when it fits now; otherwise say why not."""
+    queue = problem.queues[action.queue]
+    if action.index in over_depth:
+        return Refusal(WaitReason.DEPTH, f"queue {queue.name} holds at most {queue.depth} actions")
+    head = outcome.heads.get(action.queue)
+    if head is not None:
+        return behind_head(problem, head)
+    refusal = plan.refusal(action)
+    if refusal is None:
+        placement = plan.find_placement(action) if plan.items_to_place(action) else None
+        if placement is not None or not plan.items_to_place(action):
+            plan.admit(action, placement)
+            return None
+        refusal = NO_ROOM
+        outcome.contested.append(action.index)
+    elif placement_may_lift(plan, action, refusal):
+        outcome.contested.append(action.index)
+    if queue.strict:
+        outcome.heads[action.queue] = action.index
+    return refusal
 
 
 def behind_head(problem: Problem, head: int) -> Refusal:

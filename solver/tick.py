@@ -19,7 +19,7 @@ from solver.decode import decode
 from solver.failfast import fail_fast
 from solver.passes import best_fit_pass, over_depth, strict_heads
 from solver.plan import Plan
-from solver.problem import compile_snapshot
+from solver.problem import Problem, compile_snapshot
 from solver.quota import QuotaOptions, quota_tick
 
 
@@ -68,10 +68,11 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     decider = Decider(problem, failures, deep, budget)
     plan, refusals = decider.run(plan, outcome)
     if budget.limit_hit:
-        # An answer cut short by the limit must still be no worse than plain first-fit.
+        # An answer cut short by the limit must still be no worse than plain first-fit:
+        # fewer GPUs admitted, or as many GPUs and fewer actions, and first-fit's is kept.
         floor = Plan(problem, first_fit=True)
         floor_refusals = best_fit_pass(problem, floor, failures, deep).refusals
-        if _earlier_admission(set(floor.admitted), set(plan.admitted)):
+        if _admitted_size(problem, floor) > _admitted_size(problem, plan):
             plan, refusals = floor, floor_refusals
     lap("decide")
     result = decode(snapshot, problem, plan, failures, refusals, strict_heads(problem, refusals))
@@ -105,8 +106,12 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     return result
 
 
-def _earlier_admission(first: set[int], second: set[int]) -> bool:
-    """Whether `first` is the better answer in global order: it admits the earliest action
-    the two disagree on."""
-    differing = first ^ second
-    return bool(differing) and min(differing) in first
+def _admitted_size(problem: Problem, plan: Plan) -> tuple[int, int]:
+    """GPUs, then actions, that a plan admits: what "no worse than first-fit" compares."""
+    gpus = sum(problem.actions[i].demand.untyped for i in plan.admitted)
+    gpus += sum(sum(problem.actions[i].demand.devices.values()) for i in plan.admitted)
+    gpus += sum(
+        problem.envs[e].demand.untyped + sum(problem.envs[e].demand.devices.values())
+        for e in plan.env_started
+    )
+    return gpus, len(plan.admitted)
