@@ -5,6 +5,13 @@ The fleet is the seed's two teams on one pool of GPU clusters: `research` and
 strict_fifo queue for gang-style training, so the head-of-line banner shows
 up. The executor submits a steady stream of work, starts what the tick
 schedules and finishes it after a simulated run time.
+
+Beside them, the quota-shares seed's example (fixtures/quota-shares-seed.yaml):
+job queue `training` on a SAGEMAKER_TRAINING environment of 3 ml.g5.xlarge,
+split into three shares of 1 (LEND_AND_BORROW, LEND, RESERVE). Jobs arrive
+mostly in project-a, which then borrows project-b's idle instance; now and then
+a project-b job arrives while project-a borrows, and the tick reclaims the
+instance by preempting a project-a job (back in its line, never reported done).
 """
 
 from __future__ import annotations
@@ -18,8 +25,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from api.quota_store import JobPhase
 from api.store import Outcome, Phase, Store
-from models.errors import AlreadyExists, FailedPrecondition, SluiceError
+from models.errors import AlreadyExists, FailedPrecondition, InvalidInput, SluiceError
+from models.quota import Job, SchedulingPolicy, ServiceEnvironment
+from models.quota import JobQueue as QuotaJobQueue
 from models.snapshot import Action, Cluster, Environment, Queue
 
 log = logging.getLogger("sluice.demo")
@@ -117,6 +127,41 @@ DEMO_ENVIRONMENTS = [
 ]
 
 
+# The quota-shares seed's example: "drie projectshares elk op max_capacity=1 voor ml.g5.xlarge
+# ... een maximale capaciteit van 3 ... LEND_AND_BORROW, LEND en RESERVE".
+G5 = "ml.g5.xlarge"
+DEMO_JOB_QUEUE = "training"
+DEMO_SCHEDULING_POLICY = SchedulingPolicy.model_validate(
+    {"name": "quota-policy", "quota_share_policy": {"idle_resource_assignment_strategy": "FIFO"}}
+)
+DEMO_SERVICE_ENVIRONMENT = ServiceEnvironment.model_validate(
+    {"name": "sagemaker-g5", "type": "SAGEMAKER_TRAINING", "capacity_limits": {G5: 3}}
+)
+DEMO_JOB_QUEUES = [
+    QuotaJobQueue.model_validate(
+        {
+            "name": DEMO_JOB_QUEUE,
+            "scheduling_policy": DEMO_SCHEDULING_POLICY.name,
+            "service_environment": DEMO_SERVICE_ENVIRONMENT.name,
+            "quota_shares": [
+                {"name": "project-a", "capacity_limits": {G5: 1}, "strategy": "LEND_AND_BORROW"},
+                {"name": "project-b", "capacity_limits": {G5: 1}, "strategy": "LEND"},
+                {"name": "project-c", "capacity_limits": {G5: 1}, "strategy": "RESERVE"},
+            ],
+        }
+    )
+]
+BORROWER, LENDER, RESERVER = "project-a", "project-b", "project-c"
+_JOB_SECONDS = (10.0, 40.0)  # simulated run time of a demo job
+_BORROWER_LINE = 2  # project-a's line is topped up to this: it always has a job to borrow for
+# Simulated seconds between a lender's (project-b) arrivals, and a reserver's (project-c). A
+# project-b job arrives only while project-a borrows and project-b holds nothing, so each one
+# reclaims its instance: the next tick preempts a project-a job.
+_LENDER_GAP_S = (30.0, 90.0)
+_RESERVER_GAP_S = (45.0, 120.0)
+_FIRST_ARRIVAL_S = (10.0, 30.0)
+
+
 @dataclass(frozen=True)
 class _Template:
     """One kind of demo work: its queue, containers and simulated run time."""
@@ -172,6 +217,17 @@ def load_demo_fleet(store: Store) -> None:
     for environment in DEMO_ENVIRONMENTS:
         if environment.name not in known:
             store.put_environment(environment)
+    if DEMO_SCHEDULING_POLICY.name not in {p.name for p in store.list_scheduling_policies()}:
+        store.put_scheduling_policy(DEMO_SCHEDULING_POLICY)
+    if DEMO_SERVICE_ENVIRONMENT.name not in {e.name for e in store.list_service_environments()}:
+        store.put_service_environment(DEMO_SERVICE_ENVIRONMENT)
+    for job_queue in DEMO_JOB_QUEUES:
+        try:
+            store.create_job_queue(job_queue)
+        except AlreadyExists:
+            pass
+        except InvalidInput as error:  # someone's own policy or environment of that name
+            log.warning("demo: job queue %s not loaded: %s", job_queue.name, error.message)
 
 
 class DemoExecutor:
@@ -185,6 +241,12 @@ class DemoExecutor:
         self._run_times: dict[str, tuple[float, float]] = {}  # by action id, from its template
         self._pool_idle_since: dict[str, float] = {}
         self._serial = 0
+        # The job queues' stream has its own generator, so the actions' stream is unchanged.
+        self._jobs_random = random.Random(f"quota-shares-{seed}")
+        self._job_finish_at: dict[str, float] = {}  # by job id, while it holds instances
+        self._next_arrival: dict[str, float] = {}  # by share: the earliest next project-b/c job
+        self._job_serial = 0
+        self.preempted_seen = 0  # jobs the executor saw preempted (and so never reported done)
 
     async def run_forever(self) -> None:
         while True:
@@ -214,6 +276,90 @@ class DemoExecutor:
                     self.store.report(action_id, Outcome.SUCCEEDED, now)
         self._stop_idle_pools(clock)
         self._submit_more(now)
+        self._run_jobs(clock, now)
+        self._submit_jobs(clock, now)
+
+    def _run_jobs(self, clock: float, now: datetime) -> None:
+        """Start the jobs the tick scheduled and finish running ones when their time is up.
+
+        A job the tick preempted is QUEUED again (back in its share's line): its run is
+        forgotten, and a report that races with a preemption is refused (409), so it is
+        stopped rather than reported.
+        """
+        scheduled = self.store.list_jobs(phase=JobPhase.SCHEDULED, limit=1000)
+        running = self.store.list_jobs(phase=JobPhase.RUNNING, limit=1000)
+        holding = {record.job.id for record in (*scheduled, *running)}
+        for job_id in [job_id for job_id in self._job_finish_at if job_id not in holding]:
+            del self._job_finish_at[job_id]
+            self._note_preempted(job_id)
+        for record in scheduled:
+            job_id = record.job.id
+            try:
+                self.store.report_job(job_id, Outcome.STARTED, now)
+            except FailedPrecondition as error:  # preempted (or cancelled) since it was listed
+                log.info("demo: job %s not started: %s", job_id, error.message)
+                continue
+            self._job_finish_at[job_id] = clock + self._jobs_random.uniform(*_JOB_SECONDS)
+        for record in running:
+            job_id = record.job.id
+            # Jobs running before a restart get a run time when first seen.
+            due = self._job_finish_at.setdefault(
+                job_id, clock + self._jobs_random.uniform(*_JOB_SECONDS)
+            )
+            if clock < due:
+                continue
+            del self._job_finish_at[job_id]
+            try:
+                self.store.report_job(job_id, Outcome.SUCCEEDED, now)
+            except FailedPrecondition as error:  # the tick preempted it just now: stop it
+                log.info("demo: job %s stopped, not finished: %s", job_id, error.message)
+
+    def _note_preempted(self, job_id: str) -> None:
+        with contextlib.suppress(SluiceError):
+            record = self.store.get_job(job_id)
+            if record.phase is JobPhase.QUEUED and record.last_preemption is not None:
+                self.preempted_seen += 1
+                log.info(
+                    "demo: job %s preempted, back in line: %s",
+                    job_id,
+                    record.last_preemption.message,
+                )
+
+    def _submit_jobs(self, clock: float, now: datetime) -> None:
+        """Keep project-a's line topped up, and now and then a project-b or project-c job."""
+        counts = self.store.share_counts(DEMO_JOB_QUEUE)
+        empty = (0, 0, 0)
+
+        def live(share: str) -> tuple[int, int, int]:
+            found = counts.get((DEMO_JOB_QUEUE, share))
+            return (found.queued, found.scheduled, found.running) if found else empty
+
+        shares: list[str] = []
+        queued, scheduled, running = live(BORROWER)
+        borrowing = scheduled + running > 1  # above its limit of 1
+        shares += [BORROWER] * max(0, _BORROWER_LINE - queued)
+        for share, gap in ((LENDER, _LENDER_GAP_S), (RESERVER, _RESERVER_GAP_S)):
+            due = self._next_arrival.setdefault(
+                share, clock + self._jobs_random.uniform(*_FIRST_ARRIVAL_S)
+            )
+            idle = live(share) == empty
+            if clock >= due and idle and (share != LENDER or borrowing):
+                shares.append(share)
+                self._next_arrival[share] = clock + self._jobs_random.uniform(*gap)
+        for share in shares:
+            self._job_serial += 1
+            job = Job(
+                id=f"{share.removeprefix('project-')}-{now:%H%M%S}-{self._job_serial}",
+                job_queue=DEMO_JOB_QUEUE,
+                share=share,
+                instance_type=G5,
+                submitted_at=now,
+            )
+            try:
+                self.store.submit_job(job)
+            except SluiceError as error:  # the queue was disabled or changed by someone
+                log.info("demo: job not submitted to %s: %s", DEMO_JOB_QUEUE, error.message)
+                return
 
     def _stop_idle_pools(self, clock: float) -> None:
         running = [
