@@ -111,41 +111,64 @@ class Decider:
         heads = {q: h for q, h in outcome.heads.items() if h < first}
         ledger = _ledger(self.problem, plan, {i for i in plan.admitted if i < first})
         shapes: dict[tuple, list[tuple[int, ...]]] = {}
+        contested = set(outcome.contested)
+        # Until a model admits something best-fit could not, the walk repeats the best-fit
+        # pass exactly, so its admissions and refusals are taken as they are.
+        replaying = True
         for action in self.problem.actions[first:]:
             i = action.index
-            if i not in members:
-                if i in refusals and self.problem.queues[action.queue].strict:
+            strict = self.problem.queues[action.queue].strict
+            if i not in members or (replaying and i not in contested and i not in plan.admitted):
+                if i in refusals and strict:
                     heads.setdefault(action.queue, i)
+                continue
+            if replaying and i in plan.admitted:
+                ledger.admit(action, _placement_in(plan, action, ledger))
                 continue
             refusals.pop(i, None)
             verdict = self._cheap_verdict(ledger, action, heads, shapes)
             if verdict is None:
-                items = ledger.items_to_place(action)
-                # A device cap that untyped GPUs may free by moving is the model's to judge.
-                capped = ledger.refusal(action)
-                placement = ledger.find_placement(action) if items and not capped else None
-                if placement is not None or not items:
-                    ledger.admit(action, placement)
+                # While replaying, best-fit is known to fail on a contested action.
+                placed = self._place(ledger, action, shapes, try_best_fit=not replaying)
+                if isinstance(placed, Plan):
+                    ledger = placed
+                    replaying = False  # from here on the ledger differs from best-fit's
                     continue
-                if self.budget.exhausted():
-                    # Past the time limit best-fit has the last word; "no room" is said only
-                    # where a bound proves it.
-                    clusters = ledger.candidate_clusters(items, action.queue)
-                    fits = ledger.fleet_may_hold(items) and self._may_fit(items, clusters)
-                    verdict = capped or (OUT_OF_TIME if fits else NO_ROOM)
-                else:
-                    checked = self._check(ledger, action)
-                    if isinstance(checked, Plan):
-                        ledger = checked
-                        continue
-                    verdict = checked
-                    shape = _shape(action)
-                    if shape is not None and verdict.reason is WaitReason.CLUSTER_ROOM:
-                        shapes.setdefault(shape[0], []).append(shape[1])
+                verdict = placed
             refusals[i] = verdict
-            if self.problem.queues[action.queue].strict:
+            if strict:
                 heads.setdefault(action.queue, i)
         return ledger, refusals
+
+    def _place(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        shapes: dict[tuple, list[tuple[int, ...]]],
+        try_best_fit: bool,
+    ) -> Plan | Refusal:
+        """Admit `action` into the ledger (best-fit, else the model), or say why not."""
+        items = ledger.items_to_place(action)
+        # A device cap that untyped GPUs may free by moving is the model's to judge.
+        capped = ledger.refusal(action)
+        if items and not ledger.fleet_may_hold(items):
+            return capped or NO_ROOM
+        best_fit = try_best_fit and items and not capped
+        placement = ledger.find_placement(action) if best_fit else None
+        if placement is not None or not items:
+            ledger.admit(action, placement)
+            return ledger
+        if self.budget.exhausted():
+            # Past the time limit best-fit has the last word; "no room" is said only where a
+            # bound proves it.
+            clusters = ledger.candidate_clusters(items, action.queue)
+            return capped or (OUT_OF_TIME if self._may_fit(items, clusters) else NO_ROOM)
+        checked = self._check(ledger, action)
+        if isinstance(checked, Refusal):
+            shape = _shape(action)
+            if shape is not None and checked.reason is WaitReason.CLUSTER_ROOM:
+                shapes.setdefault(shape[0], []).append(shape[1])
+        return checked
 
     def _members(self, plan: Plan, outcome: Outcome, first: int) -> set[int]:
         """Every admission, and every later action whose refusal is not already final.

@@ -56,12 +56,19 @@ def _admit_or_refuse(
         return behind_head(problem, head)
     refusal = plan.refusal(action)
     if refusal is None:
-        placement = plan.find_placement(action) if plan.items_to_place(action) else None
-        if placement is not None or not plan.items_to_place(action):
-            plan.admit(action, placement)
+        items = plan.items_to_place(action)
+        if not items:
+            plan.admit(action, None)
             return None
-        refusal = NO_ROOM
-        outcome.contested.append(action.index)
+        if not plan.fleet_may_hold(items):
+            refusal = NO_ROOM  # proven: no repacking of this tick's work can make the room
+        else:
+            placement = plan.find_placement(action)
+            if placement is not None:
+                plan.admit(action, placement)
+                return None
+            refusal = NO_ROOM
+            outcome.contested.append(action.index)
     elif placement_may_lift(plan, action, refusal):
         outcome.contested.append(action.index)
     if queue.strict:

@@ -19,7 +19,7 @@ from solver.decode import decode
 from solver.failfast import fail_fast
 from solver.passes import best_fit_pass, over_depth, strict_heads
 from solver.plan import Plan
-from solver.problem import Problem, compile_snapshot
+from solver.problem import GPU_DIM, Problem, compile_snapshot
 from solver.quota import QuotaOptions, quota_tick
 
 
@@ -67,12 +67,12 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     budget = Budget(options.time_limit_s, options.seed, time.perf_counter())
     decider = Decider(problem, failures, deep, budget)
     plan, refusals = decider.run(plan, outcome)
-    if budget.limit_hit:
-        # An answer cut short by the limit must still be no worse than plain first-fit:
-        # fewer GPUs admitted, or as many GPUs and fewer actions, and first-fit's is kept.
+    if budget.limit_hit and _gpus(problem, plan) < _gpu_ceiling(problem):
+        # An answer cut short by the limit must still be no worse than plain first-fit: fewer
+        # GPUs admitted, and first-fit's is kept. (A plan that fills every free GPU cannot be.)
         floor = Plan(problem, first_fit=True)
         floor_refusals = best_fit_pass(problem, floor, failures, deep).refusals
-        if _admitted_size(problem, floor) > _admitted_size(problem, plan):
+        if _gpus(problem, floor) > _gpus(problem, plan):
             plan, refusals = floor, floor_refusals
     lap("decide")
     result = decode(snapshot, problem, plan, failures, refusals, strict_heads(problem, refusals))
@@ -106,12 +106,23 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     return result
 
 
-def _admitted_size(problem: Problem, plan: Plan) -> tuple[int, int]:
-    """GPUs, then actions, that a plan admits: what "no worse than first-fit" compares."""
-    gpus = sum(problem.actions[i].demand.untyped for i in plan.admitted)
-    gpus += sum(sum(problem.actions[i].demand.devices.values()) for i in plan.admitted)
-    gpus += sum(
-        problem.envs[e].demand.untyped + sum(problem.envs[e].demand.devices.values())
-        for e in plan.env_started
+def _gpus(problem: Problem, plan: Plan) -> int:
+    """GPUs (of any accelerator) that a plan admits: what "no worse than first-fit" compares."""
+    gpus = 0
+    for i in plan.admitted:
+        demand = problem.actions[i].demand
+        gpus += demand.untyped + sum(demand.devices.values())
+    for e in plan.env_started:
+        demand = problem.envs[e].demand
+        gpus += demand.untyped + sum(demand.devices.values())
+    return gpus
+
+
+def _gpu_ceiling(problem: Problem) -> int:
+    """No plan admits more GPUs than the fleet has free next to running work."""
+    return int(
+        sum(
+            (pool.room[GPU_DIM] * pool.max_nodes - pool.used[:, GPU_DIM].sum())
+            for pool in problem.pools
+        )
     )
-    return gpus, len(plan.admitted)
