@@ -80,6 +80,8 @@ class DecideStats:
     model_solves: int = 0
     largest_model_variables: int = 0
     unproven_refusals: int = 0
+    build_s: float = 0.0  # wall time building placement models
+    solve_s: float = 0.0  # wall time in CP-SAT
 
 
 class Decider:
@@ -297,7 +299,9 @@ class Decider:
             return None, True
         if _size(model_units, ledger, scope) > MAX_MODEL_SPOTS:
             return None, False
+        mark = time.perf_counter()
         model = PlacementModel(self.problem, model_units, free, ledger.opened, device_room, scope)
+        self.stats.build_s += time.perf_counter() - mark
         self.stats.largest_model_variables = max(
             self.stats.largest_model_variables, model.num_variables
         )
@@ -308,7 +312,9 @@ class Decider:
         self.budget.spent += (
             BUILD_SECONDS_PER_MODEL + model.num_variables * BUILD_SECONDS_PER_VARIABLE
         )
+        mark = time.perf_counter()
         status, placements, spent = model.solve(limit / SECONDS_PER_DETERMINISTIC, self.budget.seed)
+        self.stats.solve_s += time.perf_counter() - mark
         self.budget.spent += spent * SECONDS_PER_DETERMINISTIC
         self.stats.model_solves += 1
         if status is Feasibility.FEASIBLE:
