@@ -25,8 +25,9 @@ from solver.quota import QuotaOptions, quota_tick
 
 @dataclass(frozen=True)
 class TickOptions:
-    # CP-SAT deterministic seconds for all of a tick's checks (roughly wall seconds on this
-    # machine); past it, best-fit decides the rest and the result says the limit was hit.
+    # Estimated seconds for all of a tick's model checks (solver.decide.Budget: reproducible,
+    # and about wall seconds on this machine); past it, best-fit decides the rest of the line
+    # and the result says the limit was hit.
     time_limit_s: float = 2.0
     seed: int = 0
 
