@@ -18,6 +18,7 @@ from solver.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Demand, Item
 
 Spot = tuple[int, int]  # (pool index, node index)
 UnitKey = tuple[str, int]  # ("action", action index) or ("env", environment index)
+NO_FIT_MEMORY = 32  # failed requests remembered per (queue, pool sets); later ones are not
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class Plan:
         self.loads = np.zeros(len(problem.cluster_names))
         for cluster in range(len(problem.cluster_names)):
             self._update_load(cluster)
+        # Requests best-fit found no room for, per queue and pool sets: room only shrinks as
+        # work is admitted, so a request no smaller fails too, until something moves out.
+        self.no_fit: dict[tuple[int, tuple[int, ...]], list[np.ndarray]] = {}
         # The most room of any one node, per pool and dimension: a cheap test before the nodes.
         self.max_free = np.array(
             [
@@ -220,6 +224,18 @@ class Plan:
         items = self.items_to_place(action)
         if not items:
             return None
+        shape = (action.queue, tuple(id(item.pools) for item in items))
+        wanted = np.concatenate([item.request for item in items])
+        if any((failed <= wanted).all() for failed in self.no_fit.get(shape, ())):
+            return None
+        placement = self._best_placement(action, items)
+        if placement is None:
+            failures = self.no_fit.setdefault(shape, [])
+            if len(failures) < NO_FIT_MEMORY:
+                failures.append(wanted)
+        return placement
+
+    def _best_placement(self, action: ActionInfo, items: list[Item]) -> Placement | None:
         # Clusters where every container has a pool with a node big enough: a cheap first cut.
         clusters: set[int] | None = None
         for item in items:
@@ -387,6 +403,7 @@ class Plan:
                     self.pool_top[p] = (queue.priority, queue.name)
             else:
                 self.pool_units.get(p, set()).discard(key)
+                self.no_fit.clear()  # room came back: what failed may fit now
             if item.untyped and pool.device is not None:
                 device = pool.device
                 usage.device_used[device] = usage.device_used.get(device, 0) + sign * item.gpus
