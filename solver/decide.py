@@ -160,12 +160,15 @@ class Decider:
         if placement is not None or not items:
             ledger.admit(action, placement)
             return ledger
+        clusters = ledger.candidate_clusters(items, action.queue)
+        fits = self._may_fit(items, clusters)
         if self.budget.exhausted():
             # Past the time limit best-fit has the last word; "no room" is said only where a
             # bound proves it.
-            clusters = ledger.candidate_clusters(items, action.queue)
-            return capped or (OUT_OF_TIME if self._may_fit(items, clusters) else NO_ROOM)
-        checked = self._check(ledger, action)
+            return capped or (OUT_OF_TIME if fits else NO_ROOM)
+        checked = (
+            self._check(ledger, action, items, clusters, capped) if fits else capped or NO_ROOM
+        )
         if isinstance(checked, Refusal):
             shape = _shape(action)
             if shape is not None and checked.reason is WaitReason.CLUSTER_ROOM:
@@ -224,16 +227,19 @@ class Decider:
             return refusal or NO_ROOM
         return None
 
-    def _check(self, ledger: Plan, action: ActionInfo) -> Plan | Refusal:
+    def _check(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        items: list[Item],
+        clusters: list[int],
+        refusal: Refusal | None,
+    ) -> Plan | Refusal:
         """Place `action` with the decided admissions, moving those that share its nodes.
 
-        The ledger with `action` admitted when it fits, else why it does not.
+        The ledger with `action` admitted when it fits, else why it does not (`refusal`: a
+        device cap the move of untyped GPUs might have lifted).
         """
-        items = ledger.items_to_place(action)
-        refusal = ledger.refusal(action)
-        clusters = ledger.candidate_clusters(items, action.queue)
-        if not ledger.fleet_may_hold(items) or not self._may_fit(items, clusters):
-            return refusal or NO_ROOM
         if len(ledger.admitted) + len(ledger.env_started) <= EXACT_NEIGHBOURHOOD_UNITS:
             scopes: list[Scope | None] = [None]
         else:
