@@ -1,7 +1,9 @@
-"""The tick's exact repacking, on a case a best-fit pass gets wrong."""
+"""The tick's exact repacking, and what it returns when its time limit cuts it short."""
 
+from models.result import SolverStatus, WaitReason
 from models.scenario import snapshot_from_dict
-from solver import tick
+from models.snapshot import Snapshot
+from solver import TickOptions, tick
 
 
 def _running(action_id: str, node: int, gpus: int) -> dict:
@@ -32,30 +34,52 @@ def test_exactness_repacks_earlier_admissions_to_fit_a_later_action() -> None:
     # together with all earlier admitted actions exists." Free GPUs are 7 and 5; best-fit puts
     # a (3) on the 5-node and b (4) on the 7-node, leaving no node for c (5). Moving a and b
     # onto the 7-node lets c have the 5-node, so all three run and d (1) finds no GPU left.
-    snapshot = snapshot_from_dict(
+    # node 0 has 1 GPU running (7 free), node 1 has 3 (5 free)
+    snapshot = _two_nodes(used=(1, 3))
+    result = tick(snapshot)
+    assert [s.action for s in result.scheduled] == ["a", "b", "c"]
+    nodes = {s.action: s.containers[0].node for s in result.scheduled}
+    assert nodes["a"] == nodes["b"] != nodes["c"]
+    assert [(w.action, w.reason.value) for w in result.waiting] == [("d", "cluster_room")]
+    assert result.solver.status.value == "optimal"
+
+
+def test_a_tick_cut_short_keeps_first_fit_when_it_admits_more_gpus() -> None:
+    # Issue 2: "never return a worse answer than a simple first-fit pass would; say in the
+    # result when the limit was hit." Same fleet, no time for the model: best-fit leaves c
+    # out (8 GPUs admitted), while first-fit, filling node 0 with a and b, leaves c the
+    # 5-GPU node (12 GPUs). The tick returns first-fit's answer and says the limit was hit.
+    result = tick(_two_nodes(used=(1, 3)), TickOptions(time_limit_s=1e-9))
+    assert [s.action for s in result.scheduled] == ["a", "b", "c"]
+    assert result.solver.limit_hit
+    assert result.solver.status is SolverStatus.LIMIT_REACHED
+
+
+def test_an_action_left_out_by_the_time_limit_says_so() -> None:
+    # Issue 2: "say in the result when the limit was hit". Free GPUs are 5 (node 0) and 7:
+    # best-fit and first-fit both put a on node 0 and b on node 1, so c (5) finds no node,
+    # though a and b together fit node 1. Without time for the model, c waits with
+    # solver_limit, not cluster_room: its room was never disproven.
+    result = tick(_two_nodes(used=(3, 1)), TickOptions(time_limit_s=1e-9))
+    assert [s.action for s in result.scheduled] == ["a", "b", "d"]
+    assert [(w.action, w.reason) for w in result.waiting] == [("c", WaitReason.SOLVER_LIMIT)]
+    # With time, the model moves a next to b and c runs.
+    assert [s.action for s in tick(_two_nodes(used=(3, 1))).scheduled] == ["a", "b", "c"]
+
+
+def _two_nodes(used: tuple[int, int]) -> Snapshot:
+    """Two 8-GPU H100 nodes with `used` GPUs running on each; a (3), b (4), c (5), d (1) wait."""
+    node = {"cpu": "96", "memory": "1Ti", "accelerator": "H100", "accelerators": 8}
+    return snapshot_from_dict(
         {
             "now": "2026-11-30T10:00:00Z",
             "queues": [{"name": "q", "scheduling": "greedy_capacity"}],
             "clusters": [
-                {
-                    "name": "east",
-                    "node_pools": [
-                        {
-                            "name": "h100",
-                            "node": {
-                                "cpu": "96",
-                                "memory": "1Ti",
-                                "accelerator": "H100",
-                                "accelerators": 8,
-                            },
-                            "nodes": 2,
-                        }
-                    ],
-                }
+                {"name": "east", "node_pools": [{"name": "h100", "node": node, "nodes": 2}]}
             ],
             "actions": [
-                _running("r1", 0, 1),
-                _running("r2", 1, 3),
+                _running("r1", 0, used[0]),
+                _running("r2", 1, used[1]),
                 _queued("a", 1, 3),
                 _queued("b", 2, 4),
                 _queued("c", 3, 5),
@@ -63,9 +87,3 @@ def test_exactness_repacks_earlier_admissions_to_fit_a_later_action() -> None:
             ],
         }
     )
-    result = tick(snapshot)
-    assert [s.action for s in result.scheduled] == ["a", "b", "c"]
-    nodes = {s.action: s.containers[0].node for s in result.scheduled}
-    assert nodes["a"] == nodes["b"] != nodes["c"]
-    assert [(w.action, w.reason.value) for w in result.waiting] == [("d", "cluster_room")]
-    assert result.solver.status.value == "optimal"
