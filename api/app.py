@@ -25,7 +25,7 @@ from api.routes import (
     watch,
 )
 from api.routes import settings as org_settings
-from api.store import SqliteStore, Store
+from api.store.sqlite import SqliteStore, Store
 from api.ticker import TickFn, TickLoop, solver_tick
 
 log = logging.getLogger("sluice.api")

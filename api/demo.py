@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from api.quota_store import JobPhase
-from api.store import Outcome, Phase, Store
+from api.store.job_queues import JobPhase
+from api.store.sqlite import Outcome, Phase, Store
 from models.errors import AlreadyExists, FailedPrecondition, InvalidInput, SluiceError
 from models.quota import Job, SchedulingPolicy, ServiceEnvironment
 from models.quota import JobQueue as QuotaJobQueue

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from api.quota_schemas import JobQueuePublic
-from api.schemas import ActionPublic, QueuePublic
-from api.store import ActionRecord, QueueCounts, QueueRecord, Store
+from api.schemas.core import ActionPublic, QueuePublic
+from api.schemas.job_queues import JobQueuePublic
+from api.store.sqlite import ActionRecord, QueueCounts, QueueRecord, Store
 from api.ticker import TickLoop
 
 

@@ -2,7 +2,7 @@
 
 The engine's TickResult and the baseline's plan are scored by the same replay:
 running work is charged first, then every new placement, on the node-room and
-queue ledgers of bench.fleet. The replay also checks the plan (a node over its
+queue ledgers of fixtures.fleets. The replay also checks the plan (a node over its
 room, a queue over a cap it was under, a container on a pool that cannot take it),
 so a benchmark run doubles as a check of the engine's answers at scale.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bench.fleet import Fleet, Need, QueueLedger, demand_of, need_of
+from fixtures.fleets import Fleet, Need, QueueLedger, demand_of, need_of
 from models.result import EnvironmentStart, PlacedContainer, ScheduledAction
 from models.snapshot import ActionState, Container, ContainerPlacement, Placement, Snapshot
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bench.fleet import Demand, Fleet, Need, PoolRoom, QueueLedger, Spot, demand_of, need_of
+from fixtures.fleets import Demand, Fleet, Need, PoolRoom, QueueLedger, Spot, demand_of, need_of
 from models.result import EnvironmentStart, PlacedContainer, ScheduledAction
 from models.snapshot import Action, ActionState, Scheduling, Snapshot
 

@@ -23,7 +23,7 @@ import click
 from fixtures.generators.synthetic import M, synthetic
 from models.result import TickResult
 from solver import TickOptions, tick
-from solver.explain import explain
+from solver.explain.action import explain
 
 BUDGET_S = 1.0
 

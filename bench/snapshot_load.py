@@ -9,7 +9,7 @@ thread. Every load figure is the best of --repeat runs, as wall and CPU time; th
 machine is shared, so CPU time is the steadier of the two.
 
 Paths compared:
-- arrow: models.arrow_io.read_snapshot (column-wise checks, then models built
+- arrow: models.arrow.tables.read_snapshot (column-wise checks, then models built
   without per-row validation); split into read (IPC files, memory-mapped),
   check (every rule, column-wise) and build (the pydantic objects).
 - arrow, model_construct: the same, building each model with model_construct.
@@ -32,15 +32,22 @@ import click
 import pyarrow as pa
 from pydantic import BaseModel
 
-from models import arrow_decode
-from models.arrow_io import read_snapshot, read_tables, result_tables, write_snapshot, write_tables
-from models.arrow_schema import SNAPSHOT_VERSION
+from fixtures import FIXTURES
+from models.arrow import decode as arrow_decode
+from models.arrow.schema import SNAPSHOT_VERSION
+from models.arrow.tables import (
+    read_snapshot,
+    read_tables,
+    result_tables,
+    write_snapshot,
+    write_tables,
+)
 from models.snapshot import Snapshot
 
 M = TypeVar("M", bound=BaseModel)
 
 GENERATOR = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "generators" / "realistic_snapshot.py"
+    FIXTURES / "generators" / "realistic_snapshot.py"
 )
 
 
@@ -150,7 +157,7 @@ def main(pending: int, running: int, repeat: int, solve: bool, time_limit: float
 
 def _solve(snapshot: Snapshot, time_limit: float, out: Path) -> None:
     from solver import TickOptions, tick
-    from solver.whatif import Comparison, Solved, apply_changes, outcomes
+    from solver.whatif.compare import Comparison, Solved, apply_changes, outcomes
 
     options = TickOptions(time_limit_s=time_limit)
     click.echo("solve and write:")

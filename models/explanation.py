@@ -3,7 +3,7 @@
 An explanation has three parts, as Kueue's "why pending" does: a machine-readable
 kind for each reason (from ReasonKind below), the numbers behind it, and a sentence
 with those numbers in it. Suggestions are complete fixes: applying every change of
-one suggestion lets the action run (solver.explain_changes applies them; the tests
+one suggestion lets the action run (solver.explain.changes applies them; the tests
 re-solve with each one applied).
 
 Numbers are in solver units: cpu in millicores, memory and other resources in their

@@ -2,7 +2,7 @@
 
 The answer is the lexicographic optimum of admissions in global order (queue
 priority first, then arrival): walking the line, an action runs exactly when it
-fits together with every action admitted before it. solver.decide explains how
+fits together with every action admitted before it. solver.placement.decide explains how
 the model is kept to the few actions where that is in doubt.
 """
 
@@ -14,20 +14,20 @@ from dataclasses import dataclass
 
 from models.result import SolverStatus, TickResult
 from models.snapshot import Snapshot
-from solver.decide import Budget, Decider
-from solver.decode import decode
-from solver.failfast import fail_fast
-from solver.passes import best_fit_pass, over_depth, strict_heads
-from solver.plan import Plan
-from solver.problem import GPU_DIM, Problem, compile_snapshot
-from solver.quota import QuotaOptions, quota_tick
+from solver.placement.best_fit import best_fit_pass, over_depth, strict_heads
+from solver.placement.decide import Budget, Decider
+from solver.placement.decode import decode
+from solver.placement.failfast import fail_fast
+from solver.placement.plan import Plan
+from solver.placement.problem import GPU_DIM, Problem, compile_snapshot
+from solver.quota.tick import QuotaOptions, quota_tick
 
 
 @dataclass(frozen=True)
 class TickOptions:
-    # Estimated seconds for all of a tick's model checks (solver.decide.Budget: reproducible,
-    # and about wall seconds on this machine); past it, best-fit decides the rest of the line
-    # and the result says the limit was hit.
+    # Estimated seconds for all of a tick's model checks (solver.placement.decide.Budget:
+    # reproducible, and about wall seconds on this machine); past it, best-fit decides the rest
+    # of the line and the result says the limit was hit.
     time_limit_s: float = 2.0
     seed: int = 0
 

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
-from api.schemas import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted, ExecutorReport
-from api.store import ActionRecord, Phase
+from api.schemas.core import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted, ExecutorReport
+from api.store.sqlite import ActionRecord, Phase
 from api.views import action_view
 
 router = APIRouter(prefix="/actions", tags=["actions"])

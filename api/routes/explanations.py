@@ -1,4 +1,4 @@
-"""Explanations: why an action failed, why it waits, or where it runs (`solver.explain`).
+"""Explanations: why an action failed, why it waits, or where it runs (`solver.explain.action`).
 
 `GET /actions/{id}/explanation` judges the action against the store as it is now,
 with the last tick's decisions for the actions ahead of it (those it admitted are
@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 from fastapi import APIRouter
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
-from api.schemas import QueuePublic
-from api.store import Phase, Store
+from api.schemas.core import QueuePublic
+from api.store.sqlite import Phase, Store
 from api.ticker import TickLoop
 from models.errors import ErrorCode, FailedPrecondition, SluiceError
 from models.explanation import Explanation
-from solver.explain import explain, explain_failure
+from solver.explain.action import explain, explain_failure
 
 router = APIRouter(tags=["explanations"])
 

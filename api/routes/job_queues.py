@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
-from api.quota_schemas import (
+from api.schemas.job_queues import (
     JobQueueCreate,
     JobQueuePublic,
     JobQueueUpdate,

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from api.deps import PrincipalDep, StoreDep, TickerDep
 from api.metrics import render_metrics, render_quota_metrics
 from api.views import job_queue_views, queue_views
-from models.arrow_io import STREAM_MEDIA_TYPE, write_snapshot_stream
+from models.arrow.tables import STREAM_MEDIA_TYPE, write_snapshot_stream
 from models.fields import Timestamp
 
 router = APIRouter(tags=["ops"])

@@ -1,0 +1,253 @@
+"""`sluice whatif` and `sluice snapshot export`: offline what-if solves on Arrow snapshots.
+
+    sluice whatif SNAPSHOT --set queue.research.max_accelerators.H100=64 \\
+        --set queue.inference-eval.scheduling=strict_fifo --drop cluster east --out DIR
+    sluice whatif sweep SNAPSHOT VARIANTS.yaml --out DIR
+    sluice snapshot export --from-scenario FILE --out PATH
+    sluice snapshot export --from-server URL --out PATH
+
+SNAPSHOT is an Arrow snapshot (a directory of table files, or a file of IPC
+streams) or a scenario file. Outputs are staged in a temporary directory next
+to --out and renamed into place at the end, so a failure writes nothing there.
+Heavy imports (the solver, Arrow) happen inside the commands, keeping `sluice`
+quick to start.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+
+from models.errors import InvalidInput, SluiceError, Unavailable, error_from_code
+from models.snapshot import Snapshot
+
+TIME_LIMIT = click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0.01),
+    default=5.0,
+    show_default=True,
+    help="Each tick's solver time limit in seconds.",
+)
+
+
+# --- output that appears whole or not at all -----------------------------------------------------
+
+
+def _check_free(out: Path) -> None:
+    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+        raise InvalidInput(f"{out}: already exists; give a new path or an empty directory")
+    if not out.parent.is_dir():
+        raise InvalidInput(f"{out.parent}: no such directory (for --out {out})")
+
+
+@contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A path to write instead of `out`; it becomes `out` only if the block succeeds."""
+    _check_free(out)
+    holder = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        target = holder / out.name
+        yield target
+        _check_free(out)
+        try:
+            os.replace(target, out)
+        except OSError as error:
+            raise InvalidInput(f"{out}: cannot write: {error.strerror}") from None
+    finally:
+        shutil.rmtree(holder, ignore_errors=True)
+
+
+# --- sluice whatif --------------------------------------------------------------------------------
+
+
+class _WhatifGroup(click.Group):
+    """`whatif SNAPSHOT ...` runs one what-if (`whatif run`); `whatif sweep ...` runs a sweep."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_WhatifGroup)
+def whatif() -> None:
+    """What-if solves: change a snapshot, solve it and the baseline, compare.
+
+    `sluice whatif SNAPSHOT --set ... --drop ...` compares one variant;
+    `sluice whatif sweep SNAPSHOT VARIANTS.yaml` compares many in parallel.
+    """
+
+
+@whatif.command("run")
+@click.argument("snapshot", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="PATH=VALUE",
+    help="Change a queue field or cap (queue.NAME.FIELD[.KEY]=VALUE), a node pool's nodes or"
+    " max_nodes (cluster.CLUSTER.POOL.FIELD=VALUE) or settings.default_gpu_type; VALUE null"
+    " removes a cap.",
+)
+@click.option(
+    "--drop",
+    "drops",
+    multiple=True,
+    nargs=2,
+    metavar="KIND NAME",
+    help="Lose capacity: `cluster NAME` or `node_pool CLUSTER/POOL`; what ran there is queued"
+    " again.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="Directory for the result and change tables (Arrow IPC) and summary.txt.",
+)
+@TIME_LIMIT
+def run(
+    snapshot: Path,
+    sets: tuple[str, ...],
+    drops: tuple[tuple[str, str], ...],
+    out: Path | None,
+    time_limit: float,
+) -> None:
+    """Solve SNAPSHOT as it is and with the changes; print and write the difference."""
+    from solver import TickOptions
+    from solver.whatif.compare import apply_changes, compare, load_snapshot, parse_changes
+
+    if out is not None:
+        _check_free(out)
+    changes = parse_changes(sets, drops)
+    if not changes:
+        raise InvalidInput("give at least one --set or --drop")
+    base = load_snapshot(snapshot)
+    variant = apply_changes(base, changes)
+    texts = [change.text for change in changes]
+    comparison = compare(base, variant, TickOptions(time_limit_s=time_limit), texts)
+    if out is not None:
+        with staged(out) as target:
+            comparison.write(target)
+    click.echo(comparison.summary())
+
+
+@whatif.command("sweep")
+@click.argument("snapshot", type=click.Path(exists=True, path_type=Path))
+@click.argument("variants", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Directory for sweep.arrow, sweep_usage.arrow, summary.txt and each variant's tables.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=os.cpu_count() or 1,
+    show_default="the machine's cores",
+    help="Worker processes solving variants side by side.",
+)
+@TIME_LIMIT
+def sweep(snapshot: Path, variants: Path, out: Path, workers: int, time_limit: float) -> None:
+    """Solve the baseline and every variant of VARIANTS.yaml in parallel; compare them."""
+    from solver import TickOptions
+    from solver.whatif.sweep import load_variants
+    from solver.whatif.sweep import sweep as run_sweep
+
+    _check_free(out)
+    listed = load_variants(variants)
+    options = TickOptions(time_limit_s=time_limit)
+    with click.progressbar(length=len(listed) + 1, label="solving", file=sys.stderr) as bar:
+        result = run_sweep(snapshot, listed, options, workers, lambda: bar.update(1))
+    with staged(out) as target:
+        result.write(target)
+    click.echo(result.summary())
+
+
+# --- sluice snapshot ------------------------------------------------------------------------------
+
+
+@click.group()
+def snapshot() -> None:
+    """Arrow snapshots: the whole input of one tick as Arrow tables."""
+
+
+@snapshot.command("export")
+@click.option(
+    "--from-scenario",
+    "scenario",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A scenario file (fixtures/*.yaml).",
+)
+@click.option("--from-server", "server", metavar="URL", help="A running service (GET /snapshot).")
+@click.option("--token", envvar="SLUICE_TOKEN", help="Bearer token [env SLUICE_TOKEN].")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Where to write.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["arrow", "parquet", "stream"]),
+    default="arrow",
+    show_default=True,
+    help="A directory of Arrow IPC or Parquet files, or one file of IPC streams.",
+)
+def export(
+    scenario: Path | None,
+    server: str | None,
+    token: str | None,
+    out: Path,
+    fmt: Literal["arrow", "parquet", "stream"],
+) -> None:
+    """Write a snapshot from a scenario file or a running service."""
+    from models.arrow.tables import write_snapshot, write_snapshot_stream
+    from models.scenario import load_scenario
+
+    if (scenario is None) == (server is None):
+        raise InvalidInput("give exactly one of --from-scenario FILE and --from-server URL")
+    _check_free(out)
+    taken = load_scenario(scenario) if scenario is not None else _fetch(str(server), token)
+    with staged(out) as target:
+        if fmt == "stream":
+            with target.open("wb") as sink:
+                write_snapshot_stream(taken, sink)
+        else:
+            write_snapshot(taken, target, fmt)
+    click.echo(
+        f"wrote {out}: {len(taken.actions)} actions, {len(taken.queues)} queues,"
+        f" {len(taken.clusters)} clusters"
+    )
+
+
+def _fetch(url: str, token: str | None) -> Snapshot:
+    """The service's snapshot (`GET URL/snapshot`, back-to-back Arrow IPC streams)."""
+    import httpx
+
+    from models.arrow.tables import STREAM_MEDIA_TYPE, read_snapshot_stream
+
+    address = f"{url.rstrip('/')}/snapshot"
+    headers = {"Accept": STREAM_MEDIA_TYPE}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        response = httpx.get(address, headers=headers, timeout=120.0)
+    except httpx.HTTPError as error:
+        raise Unavailable(f"cannot reach {address}: {error}") from None
+    if response.status_code != 200:
+        raise _http_error(address, response)
+    return read_snapshot_stream(response.content, address)
+
+
+def _http_error(address: str, response: Any) -> SluiceError:
+    """The service's `{code, message}` error body as its SluiceError."""
+    try:
+        body = response.json()
+        code, message = body["code"], body["message"]
+    except (ValueError, KeyError, TypeError):
+        return Unavailable(f"{address}: HTTP {response.status_code}")
+    return error_from_code(code, f"{address}: {message}")

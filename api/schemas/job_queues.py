@@ -1,0 +1,322 @@
+"""Request and response bodies of the job queues' API (quota shares, models.quota).
+
+Requests carry the scenario file's fields and spellings; a job queue's shares are
+models.quota.QuotaShare as they are, so every limit of the seed is checked where the
+body is read and the error names the field (`quota_shares.1.borrow_limit`). Usage in
+responses is as of the last tick, like the capped queues' usage; counts of jobs and
+statuses are read from the store at request time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field, NonNegativeInt
+
+from api.schemas.core import Body, Name, _domain
+from api.store.job_queues import JobPhase, JobQueueRecord, JobRecord, ShareCounts
+from models.errors import ErrorCode
+from models.fields import Timestamp
+from models.quota import (
+    MAX_PRIORITY,
+    Job,
+    JobQueue,
+    QueueState,
+    QueueStatus,
+    QuotaShare,
+    QuotaSharePolicy,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    ServiceType,
+    ShareStrategy,
+)
+from models.quota_result import (
+    JobQueueUsage,
+    JobWaitReason,
+    PreemptedJob,
+    PreemptReason,
+    QuotaTickResult,
+    ScheduledJob,
+    WaitingJob,
+)
+
+CapacityLimits = dict[str, int | str]
+
+
+# -- scheduling policies and service environments --------------------------------------------
+
+
+class SchedulingPolicyIn(Body):
+    """A scheduling policy; only one with a quota share policy serves quota shares."""
+
+    quota_share_policy: QuotaSharePolicy | None = Field(
+        default=None,
+        description="{idle_resource_assignment_strategy: FIFO}; omitted: not quota-compatible",
+    )
+
+    def to_policy(self, name: str) -> SchedulingPolicy:
+        return _domain(SchedulingPolicy, {"name": name, **self.model_dump()}, ())
+
+
+class ServiceEnvironmentIn(Body):
+    """The capacity a quota-managed job queue runs on: the most instances per type."""
+
+    type: ServiceType = ServiceType.SAGEMAKER_TRAINING
+    capacity_limits: CapacityLimits = Field(
+        description="instance type -> most instances (NUM_INSTANCES is refused)",
+        examples=[{"ml.g5.xlarge": 3}],
+    )
+
+    def to_environment(self, name: str) -> ServiceEnvironment:
+        return _domain(ServiceEnvironment, {"name": name, **self.model_dump()}, ())
+
+
+# -- job queues and shares -------------------------------------------------------------------
+
+
+class JobQueueCreate(Body):
+    """A SAGEMAKER_TRAINING job queue with a quota-share policy and 1 to 20 quota shares."""
+
+    name: Name
+    type: ServiceType = ServiceType.SAGEMAKER_TRAINING
+    state: QueueState = QueueState.ENABLED
+    scheduling_policy: str
+    service_environment: str
+    quota_shares: list[QuotaShare] = Field(description="1 to 20, each with 1 to 5 limits")
+
+    def to_job_queue(self) -> JobQueue:
+        return _domain(JobQueue, self.model_dump(), ())
+
+
+class JobQueueUpdate(Body):
+    """Fields to change; `quota_shares` replaces the whole list."""
+
+    state: QueueState | None = None
+    scheduling_policy: str | None = None
+    service_environment: str | None = None
+    quota_shares: list[QuotaShare] | None = None
+
+    def apply(self, queue: JobQueue) -> JobQueue:
+        changes = self.model_dump(exclude_none=True)
+        return _domain(JobQueue, {**queue.model_dump(), **changes}, ())
+
+
+class QuotaShareIn(Body):
+    """One quota share, put under its name (created or replaced)."""
+
+    capacity_limits: CapacityLimits = Field(examples=[{"ml.g5.xlarge": 1}])
+    strategy: ShareStrategy
+    borrow_limit: int | None = Field(
+        default=None, description="percent of each own limit; only LEND_AND_BORROW; null: none"
+    )
+    in_share_preemption: bool = False
+
+    def to_share(self, name: str) -> QuotaShare:
+        return _domain(QuotaShare, {"name": name, **self.model_dump()}, ())
+
+
+class QuotaShareUpdate(Body):
+    """Share fields to change; a map replaces the map, `borrow_limit: null` lifts the limit."""
+
+    capacity_limits: CapacityLimits | None = None
+    strategy: ShareStrategy | None = None
+    borrow_limit: int | None = None
+    in_share_preemption: bool | None = None
+
+    def apply(self, share: QuotaShare) -> QuotaShare:
+        changes = self.model_dump(exclude_unset=True)
+        for required in ("capacity_limits", "strategy", "in_share_preemption"):
+            if changes.get(required, 0) is None:
+                del changes[required]
+        return _domain(QuotaShare, {**share.model_dump(), **changes}, ())
+
+
+def with_share(queue: JobQueue, share: QuotaShare) -> JobQueue:
+    """`queue` with `share` replacing the one of its name, or added at the end."""
+    shares = [share if s.name == share.name else s for s in queue.quota_shares]
+    if queue.share(share.name) is None:
+        shares.append(share)
+    return _domain(JobQueue, {**queue.model_dump(), "quota_shares": shares}, ())
+
+
+class SharePublic(BaseModel):
+    """A share's settings, its usage as of the last tick and its live jobs now."""
+
+    name: str
+    capacity_limits: dict[str, int]
+    strategy: ShareStrategy
+    borrow_limit: int | None
+    in_share_preemption: bool
+    usage: dict[str, int] = Field(description="instances held, per type (last tick)")
+    borrowed: dict[str, int] = Field(description="held beyond its own limit (last tick)")
+    lent: dict[str, int] = Field(description="of its limit, in another share's use (last tick)")
+    line: list[str] = Field(description="queued jobs in the order they will be considered")
+    queued: int
+    scheduled: int
+    running: int
+
+
+class JobQueuePublic(BaseModel):
+    """A job queue: settings, state/status/reason, usage per share and the last tick's moves."""
+
+    name: str
+    type: ServiceType
+    state: QueueState
+    status: QueueStatus
+    reason: str = Field(description='"JobQueue Healthy", or why the queue is INVALID')
+    scheduling_policy: str
+    service_environment: str
+    max_capacity: dict[str, int] = Field(description="the service environment's limits (now)")
+    usage: dict[str, int]
+    unassigned_used: dict[str, int]
+    shares: list[SharePublic]
+    scheduled: list[ScheduledJob] = Field(description="started by the last tick")
+    preempted: list[PreemptedJob] = Field(description="preempted by the last tick")
+    as_of: Timestamp | None = Field(description="the tick the usage figures come from")
+
+    @classmethod
+    def of(
+        cls,
+        record: JobQueueRecord,
+        counts: dict[tuple[str, str], ShareCounts],
+        result: QuotaTickResult | None,
+    ) -> JobQueuePublic:
+        queue = record.queue
+        usage = result.job_queues.get(queue.name) if result else None
+        return cls(
+            name=queue.name,
+            type=queue.type,
+            state=record.status.state,
+            status=record.status.status,
+            reason=record.status.reason,
+            scheduling_policy=queue.scheduling_policy,
+            service_environment=queue.service_environment,
+            max_capacity=record.max_capacity,
+            usage=usage.usage if usage else {},
+            unassigned_used=usage.unassigned_used if usage else {},
+            shares=[
+                _share(share, usage, counts.get((queue.name, share.name)))
+                for share in queue.quota_shares
+            ],
+            scheduled=[s for s in result.scheduled if s.job_queue == queue.name] if result else [],
+            preempted=[p for p in result.preempted if p.job_queue == queue.name] if result else [],
+            as_of=result.now if usage and result else None,
+        )
+
+
+def _share(
+    share: QuotaShare, usage: JobQueueUsage | None, counts: ShareCounts | None
+) -> SharePublic:
+    ticked = usage.shares.get(share.name) if usage else None
+    counts = counts or ShareCounts()
+    return SharePublic(
+        name=share.name,
+        capacity_limits=share.capacity_limits,
+        strategy=share.strategy,
+        borrow_limit=share.borrow_limit,
+        in_share_preemption=share.in_share_preemption,
+        usage=ticked.usage if ticked else {},
+        borrowed=ticked.borrowed if ticked else {},
+        lent=ticked.lent if ticked else {},
+        line=ticked.line if ticked else [],
+        queued=counts.queued,
+        scheduled=counts.scheduled,
+        running=counts.running,
+    )
+
+
+# -- jobs ------------------------------------------------------------------------------------
+
+
+class JobSubmit(Body):
+    """One SageMaker Training job for a share: `count` instances of one type."""
+
+    id: Name | None = Field(default=None, description="made by the server when omitted")
+    job_queue: str
+    share: str
+    instance_type: str = Field(examples=["ml.g5.xlarge"])
+    count: int = Field(default=1, ge=1)
+    priority: int = Field(default=0, ge=0, le=MAX_PRIORITY, description="higher runs first")
+
+    def to_job(self, now: datetime) -> Job:
+        data: dict[str, Any] = self.model_dump()
+        data["id"] = self.id or f"job-{uuid.uuid4().hex[:20]}"
+        data["submitted_at"] = now
+        return _domain(Job, data, ())
+
+
+class PreemptionPublic(BaseModel):
+    at: Timestamp
+    reason: PreemptReason
+    beneficiary: str | None = Field(description="the job it made room for")
+    message: str
+
+
+class JobPublic(BaseModel):
+    id: str
+    job_queue: str
+    share: str
+    instance_type: str
+    count: int
+    priority: int
+    state: JobPhase
+    submitted_at: Timestamp
+    scheduled_at: Timestamp | None = Field(description="when it got its instances")
+    started_at: Timestamp | None = Field(description="when an executor reported it started")
+    finished_at: Timestamp | None
+    code: ErrorCode | None
+    message: str | None
+    preemptions: NonNegativeInt
+    last_preemption: PreemptionPublic | None
+    position: int | None = Field(description="for a queued job: its place in its share's line")
+    waiting_reason: JobWaitReason | None = Field(description="as of the last tick")
+    waiting_message: str | None
+
+    @classmethod
+    def of(cls, record: JobRecord, last_tick: LastTick) -> JobPublic:
+        job = record.job
+        queued = record.phase is JobPhase.QUEUED
+        waiting = last_tick.waiting.get(job.id) if queued else None
+        stopped = last_tick.preempted.get(job.id) if queued else None
+        last = record.last_preemption
+        return cls(
+            id=job.id,
+            job_queue=job.job_queue,
+            share=job.share,
+            instance_type=job.instance_type,
+            count=job.count,
+            priority=job.priority,
+            state=record.phase,
+            submitted_at=job.submitted_at,
+            scheduled_at=record.scheduled_at,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            code=record.code,
+            message=record.message,
+            preemptions=record.preemptions,
+            last_preemption=PreemptionPublic(
+                at=last.at, reason=last.reason, beneficiary=last.beneficiary, message=last.message
+            )
+            if last
+            else None,
+            position=waiting.position if waiting else stopped.position if stopped else None,
+            waiting_reason=waiting.reason if waiting else None,
+            waiting_message=waiting.message if waiting else None,
+        )
+
+
+@dataclass(frozen=True)
+class LastTick:
+    """The last tick's word on jobs, by id: why each queued one waits, who was preempted."""
+
+    waiting: dict[str, WaitingJob]
+    preempted: dict[str, PreemptedJob]
+
+    @classmethod
+    def of(cls, result: QuotaTickResult | None) -> LastTick:
+        if result is None:
+            return cls({}, {})
+        return cls({w.job: w for w in result.waiting}, {p.job: p for p in result.preempted})

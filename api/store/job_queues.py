@@ -1,0 +1,611 @@
+"""Durable state of the quota-managed job queues: policies, environments, job queues, jobs.
+
+`SqliteQuotaStore` is a part of `api.store.sqlite.SqliteStore` (its base class): the
+same file, connections and transactions, so a tick reads the capped queues and
+the job queues in one read transaction and writes both kinds of decisions in
+one write transaction. Configuration is stored as the JSON of the models in
+models.quota; a job's row holds the submitted Job and its life beside it.
+
+A job's life: QUEUED -> SCHEDULED (the tick gave it its instances) -> RUNNING
+(an executor reported it started) -> SUCCEEDED | FAILED | CANCELLED. A
+preempted job goes from SCHEDULED or RUNNING back to QUEUED and keeps its
+`seq` and `submitted_at`, so it is back in its share's line at its arrival
+place; the row remembers how often and, for the last time, why and for whom.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from models.errors import (
+    AlreadyExists,
+    ErrorCode,
+    FailedPrecondition,
+    InvalidInput,
+    NotFound,
+)
+from models.quota import (
+    Job,
+    JobQueue,
+    JobQueueStatus,
+    JobState,
+    QueueState,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    job_queue_statuses,
+    require_valid_job_queues,
+)
+from models.quota_result import PreemptReason, QuotaTickResult
+
+if TYPE_CHECKING:
+    from api.store.sqlite import Outcome
+
+QUOTA_SCHEMA = """
+CREATE TABLE IF NOT EXISTS scheduling_policies (name TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS service_environments (name TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS job_queues (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- creation order: the first queue keeps an environment
+    name TEXT NOT NULL UNIQUE,
+    service_environment TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- arrival order; a preempted job keeps it
+    id TEXT NOT NULL UNIQUE,
+    job_queue TEXT NOT NULL,
+    share TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    body TEXT NOT NULL,                     -- the Job as submitted (QUEUED)
+    code TEXT,
+    message TEXT,
+    submitted_at TEXT NOT NULL,
+    scheduled_at TEXT,                      -- when it got its instances (the model's started_at)
+    started_at TEXT,                        -- when an executor said it started
+    finished_at TEXT,
+    preemptions INTEGER NOT NULL DEFAULT 0,
+    preempted_at TEXT,
+    preempt_reason TEXT,
+    preempt_beneficiary TEXT,
+    preempt_message TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_queue_phase ON jobs (job_queue, phase);
+CREATE INDEX IF NOT EXISTS jobs_live ON jobs (seq)
+    WHERE phase IN ('QUEUED', 'SCHEDULED', 'RUNNING');
+"""
+
+
+class JobPhase(StrEnum):
+    """Where a job is in its life; the first three are live (in a line or holding instances)."""
+
+    QUEUED = "QUEUED"
+    SCHEDULED = "SCHEDULED"  # the tick gave it its instances
+    RUNNING = "RUNNING"  # an executor reported it started
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def live(self) -> bool:
+        return self in (JobPhase.QUEUED, JobPhase.SCHEDULED, JobPhase.RUNNING)
+
+
+_LIVE_SQL = "('QUEUED', 'SCHEDULED', 'RUNNING')"
+_HOLDING_SQL = "('SCHEDULED', 'RUNNING')"
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """The last time a job was preempted: when, why, and the job it made room for."""
+
+    at: datetime
+    reason: PreemptReason
+    beneficiary: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job: Job  # as submitted (QUEUED, no started_at)
+    phase: JobPhase
+    code: ErrorCode | None
+    message: str | None
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    preemptions: int
+    last_preemption: Preemption | None
+
+
+@dataclass(frozen=True)
+class JobQueueRecord:
+    queue: JobQueue
+    status: JobQueueStatus  # judged now against the stored policies and environments
+    max_capacity: dict[str, int]  # its service environment's capacity limits
+
+
+@dataclass(frozen=True)
+class ShareCounts:
+    """Live jobs of one share, counted in the store (not by a tick)."""
+
+    queued: int = 0
+    scheduled: int = 0
+    running: int = 0
+
+
+@dataclass
+class AppliedJobs:
+    """What of a tick's job decisions still applied when it was written back."""
+
+    scheduled: int = 0
+    preempted: int = 0
+    failed: int = 0
+    stale: list[str] = field(default_factory=list)  # jobs that changed during the tick
+
+
+class QuotaStore(Protocol):
+    """The job queues' part of the service's store."""
+
+    def put_scheduling_policy(self, policy: SchedulingPolicy) -> SchedulingPolicy: ...
+    def get_scheduling_policy(self, name: str) -> SchedulingPolicy: ...
+    def list_scheduling_policies(self) -> list[SchedulingPolicy]: ...
+
+    def put_service_environment(self, environment: ServiceEnvironment) -> ServiceEnvironment: ...
+    def get_service_environment(self, name: str) -> ServiceEnvironment: ...
+    def list_service_environments(self) -> list[ServiceEnvironment]: ...
+
+    def create_job_queue(self, queue: JobQueue) -> JobQueueRecord: ...
+    def update_job_queue(
+        self, name: str, change: Callable[[JobQueue], JobQueue]
+    ) -> JobQueueRecord: ...
+    def get_job_queue(self, name: str) -> JobQueueRecord: ...
+    def list_job_queues(self) -> list[JobQueueRecord]: ...
+    def share_counts(self, job_queue: str | None = None) -> dict[tuple[str, str], ShareCounts]: ...
+
+    def submit_job(self, job: Job) -> JobRecord: ...
+    def get_job(self, job_id: str) -> JobRecord: ...
+    def list_jobs(
+        self,
+        *,
+        job_queue: str | None = None,
+        share: str | None = None,
+        phase: JobPhase | None = None,
+        limit: int = 100,
+    ) -> list[JobRecord]: ...
+    def cancel_job(self, job_id: str, now: datetime) -> JobRecord: ...
+    def report_job(
+        self,
+        job_id: str,
+        outcome: Outcome,
+        now: datetime,
+        code: ErrorCode | None = None,
+        message: str | None = None,
+    ) -> JobRecord: ...
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat()
+
+
+def _time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def _relative(error: InvalidInput, prefix: str) -> InvalidInput:
+    """An error about `job_queues.0.x` of a checked list, as one about the request's `x`."""
+    field = (error.field or "").removeprefix(prefix) or None
+    return InvalidInput(error.message.replace(prefix, ""), field=field)
+
+
+_JOB_COLUMNS = (
+    "body, phase, code, message, scheduled_at, started_at, finished_at, preemptions,"
+    " preempted_at, preempt_reason, preempt_beneficiary, preempt_message"
+)
+
+
+def _job_record(row: Sequence[Any]) -> JobRecord:
+    (body, phase, code, message, scheduled_at, started_at, finished_at, preemptions) = row[:8]
+    preempted_at, reason, beneficiary, preempt_message = row[8:]
+    at = _time(preempted_at)
+    return JobRecord(
+        job=Job.model_validate_json(body),
+        phase=JobPhase(phase),
+        code=ErrorCode(code) if code else None,
+        message=message,
+        scheduled_at=_time(scheduled_at),
+        started_at=_time(started_at),
+        finished_at=_time(finished_at),
+        preemptions=preemptions,
+        last_preemption=Preemption(at, PreemptReason(reason), beneficiary, preempt_message)
+        if at is not None
+        else None,
+    )
+
+
+_Named = TypeVar("_Named", SchedulingPolicy, ServiceEnvironment)
+
+# what the store keeps by name: its table, and the field a missing one's error names
+_NAMED: dict[type, tuple[str, str]] = {
+    SchedulingPolicy: ("scheduling_policies", "scheduling_policy"),
+    ServiceEnvironment: ("service_environments", "service_environment"),
+}
+
+
+def _named(conn: sqlite3.Connection, kind: type[_Named], name: str) -> _Named:
+    table, key = _NAMED[kind]
+    found = conn.execute(f"SELECT body FROM {table} WHERE name = ?", (name,)).fetchone()
+    if found is None:
+        raise NotFound(f"{key.replace('_', ' ')} {name!r} does not exist", field=key)
+    return kind.model_validate_json(found[0])
+
+
+def _all_named(conn: sqlite3.Connection, kind: type[_Named]) -> list[_Named]:
+    rows = conn.execute(f"SELECT body FROM {_NAMED[kind][0]} ORDER BY name").fetchall()
+    return [kind.model_validate_json(body) for (body,) in rows]
+
+
+class SqliteQuotaStore:
+    """The job queues' tables and operations; mixed into api.store.sqlite.SqliteStore."""
+
+    # Provided by SqliteStore: one read transaction, one write transaction.
+    _read: Callable[[], AbstractContextManager[sqlite3.Connection]]
+    _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+    # -- scheduling policies and service environments ------------------------------------------
+
+    def put_scheduling_policy(self, policy: SchedulingPolicy) -> SchedulingPolicy:
+        """Create or replace; a job queue using a policy without a quota share policy turns
+        INVALID (it is reported, not refused: the policy is the admin's to change)."""
+        return self._put_named(policy)
+
+    def get_scheduling_policy(self, name: str) -> SchedulingPolicy:
+        with self._read() as conn:
+            return _named(conn, SchedulingPolicy, name)
+
+    def list_scheduling_policies(self) -> list[SchedulingPolicy]:
+        with self._read() as conn:
+            return _all_named(conn, SchedulingPolicy)
+
+    def put_service_environment(self, environment: ServiceEnvironment) -> ServiceEnvironment:
+        """Create or replace. A lowered limit takes effect at the next tick (jobs above it
+        become eligible for preemption); a removed instance type makes a job queue whose
+        shares limit it INVALID."""
+        return self._put_named(environment)
+
+    def get_service_environment(self, name: str) -> ServiceEnvironment:
+        with self._read() as conn:
+            return _named(conn, ServiceEnvironment, name)
+
+    def list_service_environments(self) -> list[ServiceEnvironment]:
+        with self._read() as conn:
+            return _all_named(conn, ServiceEnvironment)
+
+    def _put_named(self, item: _Named) -> _Named:
+        """Create or replace a scheduling policy or service environment."""
+        with self._write() as conn:
+            conn.execute(
+                f"INSERT INTO {_NAMED[type(item)][0]} VALUES (?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET body = excluded.body",
+                (item.name, item.model_dump_json()),
+            )
+        return item
+
+    # -- job queues ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _queues(conn: sqlite3.Connection) -> list[JobQueue]:
+        rows = conn.execute("SELECT body FROM job_queues ORDER BY seq").fetchall()
+        return [JobQueue.model_validate_json(body) for (body,) in rows]
+
+    def _records(
+        self, conn: sqlite3.Connection, names: Sequence[str] | None
+    ) -> list[JobQueueRecord]:
+        policies = _all_named(conn, SchedulingPolicy)
+        environments = _all_named(conn, ServiceEnvironment)
+        queues = self._queues(conn)
+        statuses = job_queue_statuses(policies, environments, queues)
+        limits = {e.name: e.capacity_limits for e in environments}
+        return [
+            JobQueueRecord(queue, statuses[queue.name], limits[queue.service_environment])
+            for queue in queues
+            if names is None or queue.name in names
+        ]
+
+    def _check_queue(self, conn: sqlite3.Connection, queue: JobQueue) -> None:
+        """Refuse what would make `queue` INVALID, naming the request's field."""
+        policies = [_named(conn, SchedulingPolicy, queue.scheduling_policy)]
+        environments = [_named(conn, ServiceEnvironment, queue.service_environment)]
+        owner = conn.execute(
+            "SELECT name FROM job_queues WHERE service_environment = ? AND name != ?"
+            " ORDER BY seq LIMIT 1",
+            (queue.service_environment, queue.name),
+        ).fetchone()
+        if owner is not None:
+            raise InvalidInput(
+                f"service_environment: service environment {queue.service_environment} is"
+                f" already attached to job queue {owner[0]}; a quota-managed service"
+                " environment serves one job queue",
+                field="service_environment",
+            )
+        try:
+            require_valid_job_queues(policies, environments, [queue])
+        except InvalidInput as error:
+            raise _relative(error, "job_queues.0.") from None
+
+    def create_job_queue(self, queue: JobQueue) -> JobQueueRecord:
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM job_queues WHERE name = ?", (queue.name,)).fetchone():
+                raise AlreadyExists(f"job queue {queue.name!r} already exists", field="name")
+            self._check_queue(conn, queue)
+            conn.execute(
+                "INSERT INTO job_queues (name, service_environment, body) VALUES (?, ?, ?)",
+                (queue.name, queue.service_environment, queue.model_dump_json()),
+            )
+            return self._records(conn, [queue.name])[0]
+
+    def update_job_queue(self, name: str, change: Callable[[JobQueue], JobQueue]) -> JobQueueRecord:
+        """Apply `change` to the stored queue and store the result, in one transaction.
+
+        A share that still has live jobs cannot be removed; limits may shrink (what a
+        share holds above them becomes eligible for preemption at the next tick).
+        """
+        with self._write() as conn:
+            row = conn.execute("SELECT body FROM job_queues WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise NotFound(f"job queue {name!r} does not exist", field="job_queue")
+            changed = change(JobQueue.model_validate_json(row[0]))
+            self._check_queue(conn, changed)
+            kept = {share.name for share in changed.quota_shares}
+            for (share,) in conn.execute(
+                f"SELECT DISTINCT share FROM jobs WHERE job_queue = ? AND phase IN {_LIVE_SQL}"
+                " ORDER BY share",
+                (name,),
+            ).fetchall():
+                if share not in kept:
+                    raise FailedPrecondition(
+                        f"quota share {share} of job queue {name} still has live jobs;"
+                        " cancel them or let them finish before removing it",
+                        field="quota_shares",
+                    )
+            conn.execute(
+                "UPDATE job_queues SET service_environment = ?, body = ? WHERE name = ?",
+                (changed.service_environment, changed.model_dump_json(), name),
+            )
+            return self._records(conn, [name])[0]
+
+    def get_job_queue(self, name: str) -> JobQueueRecord:
+        with self._read() as conn:
+            found = self._records(conn, [name])
+        if not found:
+            raise NotFound(f"job queue {name!r} does not exist", field="job_queue")
+        return found[0]
+
+    def list_job_queues(self) -> list[JobQueueRecord]:
+        with self._read() as conn:
+            return self._records(conn, None)
+
+    def share_counts(self, job_queue: str | None = None) -> dict[tuple[str, str], ShareCounts]:
+        """Live jobs per (job queue, share)."""
+        sql = f"SELECT job_queue, share, phase, COUNT(*) FROM jobs WHERE phase IN {_LIVE_SQL}"
+        args: tuple[str, ...] = ()
+        if job_queue is not None:
+            sql += " AND job_queue = ?"
+            args = (job_queue,)
+        with self._read() as conn:
+            rows = conn.execute(sql + " GROUP BY job_queue, share, phase", args).fetchall()
+        counts: dict[tuple[str, str], dict[str, int]] = {}
+        for queue, share, phase, count in rows:
+            counts.setdefault((queue, share), {})[phase.lower()] = count
+        return {key: ShareCounts(**value) for key, value in counts.items()}
+
+    # -- jobs ------------------------------------------------------------------------------------
+
+    def submit_job(self, job: Job) -> JobRecord:
+        """Store a QUEUED job durably; its place in its share's line is its arrival."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT body FROM job_queues WHERE name = ?", (job.job_queue,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"job queue {job.job_queue!r} does not exist", field="job_queue")
+            queue = JobQueue.model_validate_json(row[0])
+            if queue.share(job.share) is None:
+                shares = ", ".join(s.name for s in queue.quota_shares)
+                raise NotFound(
+                    f"job queue {queue.name} has no quota share {job.share!r} ({shares})",
+                    field="share",
+                )
+            if queue.state is QueueState.DISABLED:
+                raise FailedPrecondition(
+                    f"job queue {queue.name} is DISABLED: it runs what it holds and accepts"
+                    " no new jobs",
+                    field="job_queue",
+                )
+            try:
+                conn.execute(
+                    "INSERT INTO jobs (id, job_queue, share, phase, body, submitted_at)"
+                    " VALUES (?, ?, ?, 'QUEUED', ?, ?)",
+                    (
+                        job.id,
+                        job.job_queue,
+                        job.share,
+                        job.model_dump_json(exclude={"state", "started_at"}),
+                        _iso(job.submitted_at),
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise AlreadyExists(
+                    f"job {job.id!r} already exists (ids must be unique)", field="id"
+                ) from None
+            return self._job(conn, job.id)
+
+    @staticmethod
+    def _job(conn: sqlite3.Connection, job_id: str) -> JobRecord:
+        row = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"job {job_id!r} does not exist", field="job")
+        return _job_record(row)
+
+    def get_job(self, job_id: str) -> JobRecord:
+        with self._read() as conn:
+            return self._job(conn, job_id)
+
+    def list_jobs(
+        self,
+        *,
+        job_queue: str | None = None,
+        share: str | None = None,
+        phase: JobPhase | None = None,
+        limit: int = 100,
+    ) -> list[JobRecord]:
+        """Jobs in arrival order, filtered."""
+        where, args = [], []
+        for column, value in (("job_queue", job_queue), ("share", share), ("phase", phase)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(str(value))
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        with self._read() as conn:
+            rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
+        return [_job_record(row) for row in rows]
+
+    def cancel_job(self, job_id: str, now: datetime) -> JobRecord:
+        """A queued job leaves its line; a scheduled or running one frees its instances."""
+        with self._write() as conn:
+            record = self._job(conn, job_id)
+            if not record.phase.live:
+                raise FailedPrecondition(
+                    f"job {job_id} already finished ({record.phase.value})", field="job"
+                )
+            conn.execute(
+                "UPDATE jobs SET phase = 'CANCELLED', finished_at = ? WHERE id = ?",
+                (_iso(now), job_id),
+            )
+            return self._job(conn, job_id)
+
+    def report_job(
+        self,
+        job_id: str,
+        outcome: Outcome,
+        now: datetime,
+        code: ErrorCode | None = None,
+        message: str | None = None,
+    ) -> JobRecord:
+        """An executor's word on a job holding instances; finishing frees them.
+
+        A job preempted since the executor started it is QUEUED again, so its report
+        is refused with the preemption named: the executor must stop it.
+        """
+        from api.store.sqlite import Outcome  # api.store.sqlite imports this module
+
+        with self._write() as conn:
+            record = self._job(conn, job_id)
+            allowed = (
+                (JobPhase.SCHEDULED,)
+                if outcome is Outcome.STARTED
+                else (JobPhase.SCHEDULED, JobPhase.RUNNING)
+            )
+            if record.phase not in allowed:
+                preempted = record.last_preemption
+                why = (
+                    f" (preempted at {preempted.at.isoformat()}: {preempted.message})"
+                    if record.phase is JobPhase.QUEUED and preempted
+                    else ""
+                )
+                raise FailedPrecondition(
+                    f"job {job_id} is {record.phase.value}{why}; only"
+                    f" {' or '.join(p.value for p in allowed)} jobs can be reported"
+                    f" {outcome.value}",
+                    field="job",
+                )
+            if outcome is Outcome.STARTED:
+                conn.execute(
+                    "UPDATE jobs SET phase = 'RUNNING', started_at = ? WHERE id = ?",
+                    (_iso(now), job_id),
+                )
+            else:
+                failed = outcome is Outcome.FAILED
+                conn.execute(
+                    "UPDATE jobs SET phase = ?, code = ?, message = ?, finished_at = ?"
+                    " WHERE id = ?",
+                    (
+                        JobPhase.FAILED.value if failed else JobPhase.SUCCEEDED.value,
+                        code.value if failed and code else None,
+                        (message or "the executor reported a failure") if failed else message,
+                        _iso(now),
+                        job_id,
+                    ),
+                )
+            return self._job(conn, job_id)
+
+    # -- the tick --------------------------------------------------------------------------------
+
+    def _quota_snapshot(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        """The job queues' Snapshot fields, read inside the snapshot's read transaction.
+
+        SCHEDULED and RUNNING jobs hold their instances since they were scheduled (that is
+        the model's started_at, from which work lost is counted).
+        """
+        rows = conn.execute(
+            f"SELECT body, phase, scheduled_at FROM jobs WHERE phase IN {_LIVE_SQL} ORDER BY seq"
+        ).fetchall()
+        jobs = []
+        for body, phase, scheduled_at in rows:
+            job = Job.model_validate_json(body)
+            if phase != JobPhase.QUEUED:
+                state = JobState.SCHEDULED if phase == JobPhase.SCHEDULED else JobState.RUNNING
+                job = job.model_copy(update={"state": state, "started_at": _time(scheduled_at)})
+            jobs.append(job)
+        return {
+            "scheduling_policies": _all_named(conn, SchedulingPolicy),
+            "service_environments": _all_named(conn, ServiceEnvironment),
+            "job_queues": self._queues(conn),
+            "jobs": jobs,
+        }
+
+    @staticmethod
+    def _apply_quota(conn: sqlite3.Connection, result: QuotaTickResult) -> AppliedJobs:
+        """Write one tick's job decisions inside the tick's write transaction.
+
+        Each applies only to a job still where the tick saw it: a job cancelled or
+        finished while the tick solved stays so, and nothing is scheduled twice.
+        """
+        now = _iso(result.now)
+        applied = AppliedJobs()
+        for stop in result.preempted:
+            changed = conn.execute(
+                "UPDATE jobs SET phase = 'QUEUED', scheduled_at = NULL, started_at = NULL,"
+                " preemptions = preemptions + 1, preempted_at = ?, preempt_reason = ?,"
+                f" preempt_beneficiary = ?, preempt_message = ? WHERE id = ? AND phase IN"
+                f" {_HOLDING_SQL}",
+                (now, stop.reason.value, stop.beneficiary, stop.message, stop.job),
+            ).rowcount
+            applied.preempted += changed
+            if not changed:
+                applied.stale.append(stop.job)
+        for start in result.scheduled:
+            changed = conn.execute(
+                "UPDATE jobs SET phase = 'SCHEDULED', scheduled_at = ? WHERE id = ?"
+                " AND phase = 'QUEUED'",
+                (now, start.job),
+            ).rowcount
+            applied.scheduled += changed
+            if not changed:
+                applied.stale.append(start.job)
+        for failure in result.failed:
+            changed = conn.execute(
+                "UPDATE jobs SET phase = 'FAILED', code = ?, message = ?, finished_at = ?"
+                " WHERE id = ? AND phase = 'QUEUED'",
+                (failure.code.value, failure.message, now, failure.job),
+            ).rowcount
+            applied.failed += changed
+            if not changed:
+                applied.stale.append(failure.job)
+        return applied

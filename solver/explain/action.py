@@ -1,0 +1,98 @@
+"""Explanations: why an action failed, why it waits, or where it runs, and what would let it run.
+
+    from solver.explain.action import explain
+    explanation = explain(snapshot, "train", result)   # result: that snapshot's TickResult
+
+- failed INFEASIBLE: every reason it can never run, for its queue and every cluster the
+  queue routes to, and checked fixes (solver.explain.infeasible);
+- waiting: a minimal set of the limits that keep it out now, found by CP-SAT with
+  assumption literals over the world the tick left ahead of it, and the cheapest fix
+  (solver.explain.core_model, solver.explain.waiting);
+- scheduled or running: where.
+
+Without `result`, the tick is run first (a failure found by fail-fast alone needs no
+tick). `result` may also be the tick before this snapshot was read, as in the service:
+its admissions are then running work of the snapshot, and only its refusals matter.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from models.errors import ErrorCode, NotFound
+from models.explanation import Explanation, ExplanationState
+from models.result import TickResult
+from models.snapshot import Action, ActionState, Snapshot
+from solver.explain.infeasible import explain_failed, failure_alone
+from solver.explain.waiting import explain_waiting
+from solver.placement.failfast import Failure
+from solver.tick import TickOptions, tick
+
+
+def explain(
+    snapshot: Snapshot,
+    action_id: str,
+    result: TickResult | None = None,
+    options: TickOptions | None = None,
+) -> Explanation:
+    action = next((a for a in snapshot.actions if a.id == action_id), None)
+    if action is None:
+        raise NotFound(f"no action {action_id!r} in the snapshot")
+    if action.state is ActionState.RUNNING:
+        placement = action.placement
+        spots = [(c.name, c.node_pool, c.node) for c in placement.containers] if placement else []
+        cluster = placement.cluster if placement else None
+        return _placed(action, cluster, spots, "runs", snapshot.now)
+    if result is None:
+        failure = failure_alone(snapshot, action)
+        if failure is not None:
+            return explain_failed(snapshot, action, failure)
+        result = tick(snapshot, options)
+    scheduled = next((s for s in result.scheduled if s.action == action_id), None)
+    if scheduled is not None:
+        spots = [(c.name, c.node_pool, c.node) for c in scheduled.containers]
+        return _placed(action, scheduled.cluster, spots, "is scheduled", snapshot.now)
+    failed = next((f for f in result.failed if f.action == action_id), None)
+    if failed is not None:
+        return explain_failed(snapshot, action, Failure(failed.code, failed.message))
+    # Not decided by this result (submitted after it, in the service): judge it alone first.
+    if not any(w.action == action_id for w in result.waiting):
+        failure = failure_alone(snapshot, action)
+        if failure is not None:
+            return explain_failed(snapshot, action, failure)
+    return explain_waiting(snapshot, action_id, result)
+
+
+def explain_failure(
+    snapshot: Snapshot, action: Action, code: ErrorCode, message: str
+) -> Explanation:
+    """A failure recorded elsewhere (the service's store), judged against `snapshot`'s
+    queues and clusters; the action need not be in the snapshot."""
+    return explain_failed(snapshot, action, Failure(code, message))
+
+
+Spots = list[tuple[str, str, int]]  # (container, node pool, node)
+
+
+def _placed(
+    action: Action, cluster: str | None, spots: Spots, verb: str, now: datetime
+) -> Explanation:
+    if cluster is None:
+        where = (
+            f"in the running pool of environment {action.environment}"
+            if action.environment
+            else "without a placement"
+        )
+    else:
+        on = ", ".join(f"container {name} on pool {pool} node {node}" for name, pool, node in spots)
+        where = f"on cluster {cluster}: {on}"
+    return Explanation(
+        action=action.id,
+        queue=action.queue,
+        state=ExplanationState.SCHEDULED,
+        code="scheduled",
+        message=f"{action.id} {verb} {where}; it fits under every cap and limit of queue"
+        f" {action.queue} with the work ahead of it",
+        cluster=cluster,
+        as_of=now,
+    )

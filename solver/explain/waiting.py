@@ -1,0 +1,552 @@
+"""Why a pending action waits: the explanation model's minimal core as sentences with numbers,
+and its cheapest fix as suggestions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+
+from models.explanation import (
+    Change,
+    ChangeKind,
+    Explanation,
+    ExplanationState,
+    Reason,
+    ReasonKind,
+    Suggestion,
+)
+from models.quantity import format_quantity
+from models.result import UNTYPED_GPU, TickResult, WaitReason
+from models.snapshot import Scheduling, Snapshot
+from solver.explain.changes import FINISH_ACTIONS, FINISH_RUNS, charge
+from solver.explain.core_model import Assumption, ExplainModel, Fix, Limit
+from solver.explain.frozen import as_running, freeze
+from solver.placement.problem import GPU_DIM, UNBOUNDED, Item, PoolInfo
+
+AHEAD = "with the actions ahead of it as this tick decided them"
+
+
+def explain_waiting(snapshot: Snapshot, action_id: str, result: TickResult) -> Explanation:
+    frozen = freeze(snapshot, action_id, result)
+    model = ExplainModel(frozen)
+    words = _Words(model, result)
+    waiting = next((w for w in result.waiting if w.action == action_id), None)
+    code = waiting.reason.value if waiting is not None else "queued"
+    queue = frozen.line.queue.name
+    if model.items and not model.clusters:
+        # Fail-fast lets an action wait when no fleet is described: nothing to place it on.
+        item = Reason(
+            kind=ReasonKind.NO_CLUSTER,
+            queue=queue,
+            message="no cluster is described yet, so its placement cannot be judged",
+        )
+        return Explanation(
+            action=action_id,
+            queue=queue,
+            state=ExplanationState.WAITING,
+            code=code,
+            message=f"{action_id} waits in queue {queue}: {item.message}",
+            items=[item],
+            as_of=snapshot.now,
+        )
+    core = model.minimal_core()
+    if core is None:
+        # Past its time limit the tick leaves the rest to best-fit, which can miss a placement.
+        limited = result.solver.limit_hit or (
+            waiting is not None and waiting.reason is WaitReason.SOLVER_LIMIT
+        )
+        kind = ReasonKind.SOLVER_LIMIT if limited else ReasonKind.FITS_NOW
+        item = words.unconstrained(kind)
+        return Explanation(
+            action=action_id,
+            queue=queue,
+            state=ExplanationState.WAITING,
+            code=code,
+            message=f"{action_id} waits in queue {queue}: {item.message}",
+            items=[item],
+            as_of=snapshot.now,
+            model_solves=model.solves,
+        )
+    items = [words.reason(a) for a in core]
+    fix = model.cheapest_fix()
+    suggestions = [words.settings_fix(fix)]
+    wait = words.wait_fix(fix)
+    if wait is not None:
+        suggestions.append(wait)
+    more = f" (and {len(items) - 1} more)" if len(items) > 1 else ""
+    return Explanation(
+        action=action_id,
+        queue=queue,
+        state=ExplanationState.WAITING,
+        code=code,
+        message=f"{action_id} waits in queue {queue}: {items[0].message}{more}",
+        items=items,
+        suggestions=suggestions,
+        as_of=snapshot.now,
+        minimal=model.minimal,
+        model_solves=model.solves,
+    )
+
+
+def amount_text(dim: str, amount: int, pool: PoolInfo | None = None) -> str:
+    """`40 cpu`, `64Gi memory`, `8 GPUs` (or `4 google_tpu/google-tpu-v6e`)."""
+    if dim == UNTYPED_GPU:
+        if pool is None or pool.nvidia:
+            return counted(amount, "GPU")
+        return f"{amount} {pool.device}"
+    return f"{format_quantity(dim, amount)} {dim}"
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 node`, `3 nodes`."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def cap_setting(resource: str | None) -> str:
+    """The queue setting that caps `resource`: `max_gpus`, `max_accelerators <device>`, ..."""
+    if resource == UNTYPED_GPU:
+        return "max_gpus"
+    if resource and "/" in resource:
+        return f"max_accelerators {resource}"
+    return f"max_resources {resource}"
+
+
+def cap_amount(resource: str | None, amount: int | None) -> str:
+    """A cap's value as the setting is written: a count, or a quantity (`64Gi`)."""
+    if resource is None or resource == UNTYPED_GPU or "/" in resource:
+        return str(amount)
+    return format_quantity(resource, amount or 0)
+
+
+def clock(moment: datetime, now: datetime) -> str:
+    """`10:02` on the day of `now`, the date too otherwise (UTC)."""
+    if moment.date() == now.date():
+        return moment.strftime("%H:%M")
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+class _Words:
+    """Sentences and changes for one model's limits."""
+
+    def __init__(self, model: ExplainModel, result: TickResult) -> None:
+        self.model = model
+        self.result = result
+        self.frozen = model.frozen
+        self.problem = model.problem
+        self.queue = model.queue
+        self.usage = model.usage
+        self.name = model.queue.name
+
+    # -- reasons ---------------------------------------------------------------------------
+
+    def unconstrained(self, kind: ReasonKind) -> Reason:
+        if kind is ReasonKind.SOLVER_LIMIT:
+            message = (
+                "no limit keeps it out on the fleet as the tick left it; the tick's time limit"
+                " ran out before its model could place it, so best-fit had the last word"
+            )
+        else:
+            message = (
+                "no limit keeps it out on the fleet as the tick left it; the next tick can"
+                " schedule it"
+            )
+        return Reason(kind=kind, message=message, queue=self.name)
+
+    def reason(self, assumption: Assumption) -> Reason:
+        limit = assumption.limit
+        if limit is Limit.ROOM:
+            return self._room(int(assumption.subject))  # type: ignore[arg-type]
+        return {
+            Limit.DEPTH: self._depth,
+            Limit.HEAD: self._head,
+            Limit.RUN: self._run,
+            Limit.ACTION: self._action,
+            Limit.CAP: self._cap,
+            Limit.DEVICE: self._device,
+            Limit.UNTYPED: self._untyped,
+        }[limit](assumption)
+
+    def _depth(self, _: Assumption) -> Reason:
+        queued = self.model.seen_ahead() - self.queue.running + self.frozen.line.dropped
+        depth = self.frozen.line.queue.depth or 0
+        return Reason(
+            kind=ReasonKind.DEPTH,
+            queue=self.name,
+            used=self.queue.running + queued,
+            limit=depth,
+            message=f"queue {self.name} holds at most {depth} actions:"
+            f" {self.queue.running} in flight and {queued} queued ahead of it",
+        )
+
+    def _head(self, _: Assumption) -> Reason:
+        head = self.frozen.line.head
+        assert head is not None
+        metrics = self.result.queues.get(self.name)
+        since = metrics.head_blocked_since if metrics else None
+        behind = metrics.blocked_behind_head if metrics else None
+        parts = [f"behind {head.id} at the head of strict_fifo queue {self.name}"]
+        if since is not None:
+            parts.append(f"blocked since {clock(since, self.problem.now)}")
+        if behind is not None:
+            parts.append(f"{behind} waiting behind it")
+        message = ", ".join(parts)
+        own = next((w for w in self.result.waiting if w.action == head.id), None)
+        if own is not None and own.message:
+            message += f" ({head.id} itself waits: {own.message})"
+        return Reason(
+            kind=ReasonKind.HEAD_OF_LINE,
+            queue=self.name,
+            head=head.id,
+            since=since,
+            behind=behind,
+            message=message,
+        )
+
+    def _run(self, _: Assumption) -> Reason:
+        runs, limit = len(self.usage.runs), self.queue.run_concurrency or 0
+        run = self.frozen.action.run
+        return Reason(
+            kind=ReasonKind.RUN_CONCURRENCY,
+            queue=self.name,
+            used=runs,
+            limit=limit,
+            requested=1,
+            message=f"run concurrency {runs} of {limit}; its run {run} is not active yet",
+        )
+
+    def _action(self, _: Assumption) -> Reason:
+        in_flight, limit = self.model.in_flight(), self.queue.action_concurrency or 0
+        return Reason(
+            kind=ReasonKind.ACTION_CONCURRENCY,
+            queue=self.name,
+            used=in_flight,
+            limit=limit,
+            requested=1,
+            message=f"action concurrency {in_flight} of {limit}",
+        )
+
+    def _cap(self, assumption: Assumption) -> Reason:
+        name = str(assumption.subject)
+        used, cap = self.usage.used.get(name, 0), self.queue.caps[name]
+        need = self.model.charge.resources[name]
+        return Reason(
+            kind=ReasonKind.QUEUE_CAP,
+            queue=self.name,
+            resource=name,
+            used=used,
+            limit=cap,
+            requested=need,
+            message=f"queue {self.name}, {name}: {format_quantity(name, used)} of"
+            f" {format_quantity(name, cap)} in use, needs {format_quantity(name, need)}",
+        )
+
+    def _device(self, assumption: Assumption) -> Reason:
+        device = str(assumption.subject)
+        used = self.usage.device_used.get(device, 0)
+        cap = self.queue.device_caps[device]
+        typed = self.model.charge.devices.get(device, 0)
+        landing = {s.item: self.model.items[s.item] for s in self.model.device_landing(device)}
+        need = typed + sum(item.gpus for item in landing.values())
+        message = f"queue {self.name}, {device}: {used} of {cap} in use, needs {need}"
+        if landing:
+            names = ", ".join(item.name for item in landing.values())
+            message += f" where untyped container {names} lands on {device.split('/')[-1]} nodes"
+        return Reason(
+            kind=ReasonKind.DEVICE_CAP,
+            queue=self.name,
+            resource=device,
+            used=used,
+            limit=cap,
+            requested=need,
+            message=message,
+        )
+
+    def _untyped(self, _: Assumption) -> Reason:
+        used, cap = self.usage.untyped_used, self.queue.max_gpus or 0
+        need = self.model.charge.untyped
+        return Reason(
+            kind=ReasonKind.UNTYPED_GPU_CAP,
+            queue=self.name,
+            resource=UNTYPED_GPU,
+            used=used,
+            limit=cap,
+            requested=need,
+            message=f"queue {self.name}, untyped GPUs: {used} of {cap} in use, needs {need}",
+        )
+
+    def _room(self, p: int) -> Reason:
+        problem, plan = self.problem, self.frozen.plan
+        pool = problem.pools[p]
+        cluster = problem.cluster_names[pool.cluster]
+        items = [item for item in self.model.items if p in item.pools.get(pool.cluster, ())]
+        bounded = pool.room < UNBOUNDED
+        free = np.where(bounded, np.maximum(plan.free[p], 0), 0)
+        where = f"cluster {cluster}, pool {pool.name}"
+        higher, held = self._higher_priority(p)
+        story = ReasonKind.CLUSTER_ROOM
+        if higher and _may_fit(items, free + held, bounded):
+            story = ReasonKind.LOWER_PRIORITY
+        d, item = _binding(items, free, bounded)
+        total, largest = int(free[:, d].sum()), int(free[:, d].max())
+        need = int(item.request[d])
+        together = int(sum(i.request[d] for i in items))
+        numbers = Reason(
+            kind=story,
+            message="",
+            queue=self.name,
+            cluster=cluster,
+            node_pool=pool.name,
+            container=item.name,
+            resource=problem.dims[d],
+            requested=need,
+            free=total,
+            largest_free=largest,
+            queues=higher if story is ReasonKind.LOWER_PRIORITY else [],
+        )
+        names = ", ".join(i.name for i in items)
+        if story is ReasonKind.LOWER_PRIORITY:
+            room = int((free + held)[:, d].max())
+            message = (
+                f"{where}: room went to higher-priority queues {', '.join(higher)} this tick"
+                f" ({self._amount(d, int(held[:, d].sum()), pool)} of it); without their work"
+                f" {self._amount(d, room, pool)} would be free on one node, container"
+                f" {item.name} needs {self._amount(d, need, pool)}"
+            )
+        elif need > largest and total >= together:
+            story = ReasonKind.NODE_FIT
+            message = (
+                f"{where}: {self._amount(d, total, pool)} free but at most"
+                f" {self._bare(d, largest)} on one node, container {item.name} needs"
+                f" {self._bare(d, need)} on one node"
+            )
+        elif need > largest or together > total:
+            asked = (
+                f"container {item.name} needs {self._amount(d, need, pool)}"
+                if len(items) == 1 or need > largest
+                else f"containers {names} need {self._amount(d, together, pool)} together"
+            )
+            message = (
+                f"{where}: {self._amount(d, total, pool)} free at full scale"
+                f" ({counted(pool.max_nodes, 'node')}), {asked}"
+            )
+        else:
+            story = ReasonKind.NODE_FIT
+            message = (
+                f"{where}: containers {names} do not fit the room left on its nodes together"
+                f" ({self._amount(d, total, pool)} free, at most"
+                f" {self._amount(d, largest, pool)} on one node)"
+            )
+        return numbers.model_copy(update={"kind": story, "message": message})
+
+    def _bare(self, d: int, amount: int) -> str:
+        """An amount after the first of a sentence, which named the unit."""
+        return str(amount) if d == GPU_DIM else format_quantity(self.problem.dims[d], amount)
+
+    def _amount(self, d: int, amount: int, pool: PoolInfo) -> str:
+        dim = self.problem.dims[d]
+        return amount_text(UNTYPED_GPU if d == GPU_DIM else dim, amount, pool)
+
+    def _higher_priority(self, p: int) -> tuple[list[str], np.ndarray]:
+        """Queues of higher priority that placed work on pool `p` this tick, and its room."""
+        plan = self.frozen.plan
+        pool = self.problem.pools[p]
+        held = np.zeros_like(plan.free[p])
+        names: set[str] = set()
+        for key in plan.pool_units.get(p, ()):
+            queue, items, placement = plan.unit(key)
+            other = self.problem.queues[queue]
+            if other.priority <= self.queue.priority:
+                continue
+            for item, (spot_pool, node) in zip(items, placement.spots, strict=True):
+                if spot_pool == p:
+                    held[node] += np.where(pool.room < UNBOUNDED, item.request, 0)
+                    names.add(other.name)
+        return sorted(names), held
+
+    # -- suggestions -----------------------------------------------------------------------
+
+    def _landing(self, fix: Fix, device: str) -> int:
+        return sum(
+            self.model.items[s.item].gpus
+            for s in fix.spots
+            if self.model.items[s.item].untyped and self.problem.pools[s.pool].device == device
+        )
+
+    def _needed(self, assumption: Assumption, fix: Fix) -> tuple[int, int]:
+        """(what the limit must be at least, what it is) for a relaxed cap or limit."""
+        model, usage, queue = self.model, self.usage, self.queue
+        subject = str(assumption.subject)
+        match assumption.limit:
+            case Limit.DEPTH:
+                seen = model.seen_ahead() + self.frozen.line.dropped
+                return seen + 1, self.frozen.line.queue.depth or 0
+            case Limit.RUN:
+                return len(usage.runs) + 1, queue.run_concurrency or 0
+            case Limit.ACTION:
+                return model.in_flight() + 1, queue.action_concurrency or 0
+            case Limit.CAP:
+                used = usage.used.get(subject, 0)
+                return used + model.charge.resources[subject], queue.caps[subject]
+            case Limit.UNTYPED:
+                return usage.untyped_used + model.charge.untyped, queue.max_gpus or 0
+            case Limit.DEVICE:
+                used = usage.device_used.get(subject, 0) + model.charge.devices.get(subject, 0)
+                return used + self._landing(fix, subject), queue.device_caps[subject]
+        raise ValueError(assumption.limit)
+
+    def settings_fix(self, fix: Fix) -> Suggestion:
+        """Raise what must be raised, switch the policy, add nodes: then it runs."""
+        changes: list[Change] = []
+        words: list[str] = []
+        q = self.name
+        for assumption in fix.relaxed:
+            limit = assumption.limit
+            if limit is Limit.HEAD:
+                changes.append(
+                    Change(
+                        kind=ChangeKind.SWITCH_POLICY,
+                        queue=q,
+                        value=Scheduling.GREEDY_CAPACITY.value,
+                    )
+                )
+                words.append(f"switch queue {q} to greedy_capacity")
+            elif limit is Limit.ROOM:
+                p = int(assumption.subject)  # type: ignore[arg-type]
+                pool = self.problem.pools[p]
+                extra = fix.extra_nodes.get(p, 0)
+                if not extra:
+                    continue
+                cluster = self.problem.cluster_names[pool.cluster]
+                changes.append(
+                    Change(
+                        kind=ChangeKind.ADD_NODES,
+                        cluster=cluster,
+                        node_pool=pool.name,
+                        value=pool.max_nodes + extra,
+                        amount=extra,
+                    )
+                )
+                words.append(
+                    f"raise max_nodes of pool {pool.name} in cluster {cluster}"
+                    f" from {pool.max_nodes} to {pool.max_nodes + extra}"
+                )
+            elif limit in (Limit.DEPTH, Limit.RUN, Limit.ACTION):
+                needed, current = self._needed(assumption, fix)
+                setting = {
+                    Limit.DEPTH: "depth",
+                    Limit.RUN: "run_concurrency",
+                    Limit.ACTION: "action_concurrency",
+                }[limit]
+                changes.append(
+                    Change(
+                        kind=ChangeKind.RAISE_LIMIT,
+                        queue=q,
+                        resource=setting,
+                        value=needed,
+                        amount=needed - current,
+                    )
+                )
+                words.append(f"raise {setting} of queue {q} from {current} to {needed}")
+            else:
+                needed, current = self._needed(assumption, fix)
+                resource = str(assumption.subject)
+                changes.append(
+                    Change(kind=ChangeKind.RAISE_CAP, queue=q, resource=resource, value=needed)
+                )
+                value = cap_amount(resource, needed)
+                words.append(f"raise {cap_setting(resource)} of queue {q} to {value}")
+        return Suggestion(changes=changes, message=f"{_sentence(words)}: then it runs ({AHEAD})")
+
+    def wait_fix(self, fix: Fix) -> Suggestion | None:
+        """How much of the queue's work must finish, when only its caps and limits stand in
+        the way."""
+        waitable = (Limit.RUN, Limit.ACTION, Limit.CAP, Limit.DEVICE, Limit.UNTYPED)
+        if not fix.relaxed or any(a.limit not in waitable for a in fix.relaxed):
+            return None
+        changes: list[Change] = []
+        words: list[str] = []
+        q = self.name
+        for assumption in fix.relaxed:
+            needed, current = self._needed(assumption, fix)
+            amount = needed - current
+            if assumption.limit is Limit.RUN:
+                resource, held = FINISH_RUNS, len(self.usage.runs)
+                what = counted(amount, "run slot")
+            elif assumption.limit is Limit.ACTION:
+                resource, held = FINISH_ACTIONS, self.model.in_flight()
+                what = counted(amount, "action slot")
+            else:
+                resource = str(assumption.subject)
+                held = self._held(assumption)
+                what = _freed(resource, amount)
+            if amount > held:
+                return None  # even if all of it finished, the limit would still say no
+            changes.append(
+                Change(kind=ChangeKind.WAIT_FOR_FINISH, queue=q, resource=resource, amount=amount)
+            )
+            words.append(what)
+        return Suggestion(
+            changes=changes,
+            message=f"or wait until queue {q}'s running work frees {_sentence(words)}: then it"
+            f" runs ({AHEAD})",
+        )
+
+    def _held(self, assumption: Assumption) -> int:
+        """What the queue's actions hold of a capped resource: all that can finish (a
+        running environment's pool keeps its charge while it lives)."""
+        frozen = self.frozen
+        actions = [
+            a for a in frozen.world.actions if a.queue == self.name and a.state.value == "running"
+        ]
+        actions += [as_running(a, d) for a, d in frozen.line.admitted if a.queue == self.name]
+        return sum(charge(frozen.world, a).get(str(assumption.subject), 0) for a in actions)
+
+
+def _freed(resource: str, amount: int) -> str:
+    """`2 untyped GPUs`, `1 nvidia_gpu/nvidia-h100`, `40Gi memory`."""
+    if resource == UNTYPED_GPU:
+        return counted(amount, "untyped GPU")
+    if "/" in resource:
+        return f"{amount} {resource}"
+    return f"{format_quantity(resource, amount)} {resource}"
+
+
+def _sentence(words: list[str]) -> str:
+    if len(words) <= 1:
+        return "".join(words)
+    return ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _binding(items: list[Item], free: np.ndarray, bounded: np.ndarray) -> tuple[int, Item]:
+    """The dimension and container that tell the pool's story best: the container that fits
+    no node by the widest margin (GPUs first), else the dimension the containers together
+    are shortest of."""
+    largest = free.max(axis=0)
+    best: tuple[tuple[int, int], int, Item] | None = None
+    for item in items:
+        for found in np.flatnonzero(bounded & (item.request > largest)):
+            d = int(found)
+            short = int(item.request[d] - largest[d])
+            key = (int(d == GPU_DIM), short * 1000 // max(int(item.request[d]), 1))
+            if best is None or key > best[0]:
+                best = (key, d, item)
+    if best is not None:
+        return best[1], best[2]
+    together = sum(item.request for item in items)
+    total = free.sum(axis=0)
+    ratio = np.where(bounded & (total > 0), together / np.maximum(total, 1), 0)
+    ratio = np.where(bounded & (total == 0) & (together > 0), np.inf, ratio)
+    widest = int(np.argmax(ratio))
+    return widest, max(items, key=lambda item: item.request[widest])
+
+
+def _may_fit(items: list[Item], free: np.ndarray, bounded: np.ndarray) -> bool:
+    """Each container fits some node and all fit in total: enough to name the pool's story
+    "lower priority" (the minimal core, not this test, decides that the pool matters)."""
+    if not items:
+        return False
+    largest = free.max(axis=0)
+    together = sum(item.request for item in items)
+    each = all(((item.request <= largest) | ~bounded).all() for item in items)
+    return each and bool(((together <= free.sum(axis=0)) | ~bounded).all())

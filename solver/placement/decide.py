@@ -1,0 +1,420 @@
+"""Turn the best-fit pass into the exact answer: contested actions decided in global order.
+
+The tick's answer is the lexicographic optimum of admissions in global order.
+Admissions are "downward closed" (dropping one never breaks the others), so that
+optimum is the walk down the line that admits an action exactly when it can be
+placed together with every admission decided before it. The best-fit pass
+already proves most admissions (it found a placement) and every refusal for a
+cap or a concurrency limit (placement-free and exact). What is left are the
+contested actions best-fit could not place: for each, in order, a necessary
+bound may refuse it at once, and otherwise a CP-SAT model in which every decided
+admission sharing its nodes may move answers whether it fits. A yes moves those
+admissions to the model's placement, and the walk goes on with best-fit from there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.result import WaitReason
+from solver.placement.best_fit import (
+    NO_ROOM,
+    Outcome,
+    behind_head,
+    placement_may_lift,
+)
+from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
+from solver.placement.failfast import Failure
+from solver.placement.plan import Placement, Plan, Refusal
+from solver.placement.problem import UNBOUNDED, ActionInfo, Item, Problem
+
+# With this many units or fewer placed this tick, every one of them may move in a check, so
+# the answer is exact; above it, only the units on the nodes the action could use may move.
+EXACT_NEIGHBOURHOOD_UNITS = 60
+# Estimated seconds for one local check: a local refusal is unproven anyway, so a check that
+# cannot find room quickly is not worth the tick's time.
+LOCAL_CHECK_LIMIT_S = 0.1
+# A model with more (container, node) choices than this takes longer to build than a tick
+# should spend on one action; such a check is skipped and the refusal stays unproven.
+MAX_MODEL_SPOTS = 40_000
+# The budget counts estimated wall seconds, so a tick stays reproducible and still lasts about
+# as long as its limit says: CP-SAT's deterministic seconds took about 2.3 wall seconds each on
+# these models (2-core machine), and building, written straight into the proto, about 1 ms per
+# model and 1 µs per variable (solver/placement/cp_model.py).
+SECONDS_PER_DETERMINISTIC = 2.3
+BUILD_SECONDS_PER_MODEL = 1e-3
+BUILD_SECONDS_PER_VARIABLE = 1e-6
+# The wall clock may run to this multiple of the budget before the decide phase stops anyway.
+WALL_SAFETY = 2.0
+OUT_OF_TIME = Refusal(
+    WaitReason.SOLVER_LIMIT,
+    "best-fit found no room, and the tick's time limit ran out before repacking could settle it",
+)
+
+
+@dataclass
+class Budget:
+    """Estimated seconds (see SECONDS_PER_DETERMINISTIC) the tick may spend on checks."""
+
+    time_limit_s: float
+    seed: int
+    started: float
+    spent: float = 0.0
+    limit_hit: bool = False
+
+    def exhausted(self) -> bool:
+        # Estimated time keeps a tick reproducible; the wall bound (from the start of the
+        # decide phase) is only a safety net.
+        wall = time.perf_counter() - self.started
+        if self.spent >= self.time_limit_s or wall >= WALL_SAFETY * self.time_limit_s:
+            self.limit_hit = True
+        return self.limit_hit
+
+
+@dataclass
+class DecideStats:
+    contested: int = 0
+    model_solves: int = 0
+    largest_model_variables: int = 0
+    unproven_refusals: int = 0
+    build_s: float = 0.0  # wall time building placement models
+    solve_s: float = 0.0  # wall time in CP-SAT
+
+
+class Decider:
+    def __init__(
+        self,
+        problem: Problem,
+        failures: dict[int, Failure],
+        over_depth: set[int],
+        budget: Budget,
+    ) -> None:
+        self.problem = problem
+        self.failures = failures
+        self.over_depth = over_depth
+        self.budget = budget
+        self.stats = DecideStats()
+
+    def run(self, plan: Plan, outcome: Outcome) -> tuple[Plan, dict[int, Refusal]]:
+        """The exact plan, and the refusal of every pending action it leaves out.
+
+        From the first contested action on, the line is walked again on a ledger of the
+        decided admissions: caps and limits first, then best-fit, then the model.
+        """
+        refusals = dict(outcome.refusals)
+        if not outcome.contested:
+            return plan, refusals
+        first = outcome.contested[0]
+        members = self._members(plan, outcome, first)
+        self.stats.contested = len(outcome.contested)
+        heads = {q: h for q, h in outcome.heads.items() if h < first}
+        ledger = _ledger(self.problem, plan, {i for i in plan.admitted if i < first})
+        shapes: dict[tuple, list[tuple[int, ...]]] = {}
+        contested = set(outcome.contested)
+        # Until a model admits something best-fit could not, the walk repeats the best-fit
+        # pass exactly, so its admissions and refusals are taken as they are.
+        replaying = True
+        for action in self.problem.actions[first:]:
+            i = action.index
+            strict = self.problem.queues[action.queue].strict
+            if i not in members or (replaying and i not in contested and i not in plan.admitted):
+                if i in refusals and strict:
+                    heads.setdefault(action.queue, i)
+                continue
+            if replaying and i in plan.admitted:
+                ledger.admit(action, _placement_in(plan, action, ledger))
+                continue
+            refusals.pop(i, None)
+            verdict = self._cheap_verdict(ledger, action, heads, shapes)
+            if verdict is None:
+                # While replaying, best-fit is known to fail on a contested action.
+                placed = self._place(ledger, action, shapes, try_best_fit=not replaying)
+                if isinstance(placed, Plan):
+                    ledger = placed
+                    replaying = False  # from here on the ledger differs from best-fit's
+                    continue
+                verdict = placed
+            refusals[i] = verdict
+            if strict:
+                heads.setdefault(action.queue, i)
+        return ledger, refusals
+
+    def _place(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        shapes: dict[tuple, list[tuple[int, ...]]],
+        try_best_fit: bool,
+    ) -> Plan | Refusal:
+        """Admit `action` into the ledger (best-fit, else the model), or say why not."""
+        items = ledger.items_to_place(action)
+        # A device cap that untyped GPUs may free by moving is the model's to judge.
+        capped = ledger.refusal(action)
+        if items and not ledger.fleet_may_hold(items):
+            return capped or NO_ROOM
+        best_fit = try_best_fit and items and not capped
+        placement = ledger.find_placement(action) if best_fit else None
+        if placement is not None or not items:
+            ledger.admit(action, placement)
+            return ledger
+        clusters = ledger.candidate_clusters(items, action.queue)
+        fits = self._may_fit(items, clusters)
+        if self.budget.exhausted():
+            # Past the time limit best-fit has the last word; "no room" is said only where a
+            # bound proves it.
+            return capped or (OUT_OF_TIME if fits else NO_ROOM)
+        checked = (
+            self._check(ledger, action, items, clusters, capped) if fits else capped or NO_ROOM
+        )
+        if isinstance(checked, Refusal):
+            shape = _shape(action)
+            if shape is not None and checked.reason is WaitReason.CLUSTER_ROOM:
+                shapes.setdefault(shape[0], []).append(shape[1])
+        return checked
+
+    def _members(self, plan: Plan, outcome: Outcome, first: int) -> set[int]:
+        """Every admission, and every later action whose refusal is not already final.
+
+        A cap or concurrency refusal against the admissions made before `first` alone
+        is final: more admissions only use more of a cap or a slot. Depth is final too.
+        """
+        before = _ledger(self.problem, plan, {i for i in plan.admitted if i < first})
+        contested = set(outcome.contested)
+        members = set(plan.admitted)
+        final_heads: set[int] = set()
+        for action in self.problem.actions[first:]:
+            i = action.index
+            if i in self.failures or i in self.over_depth or i in plan.admitted:
+                continue
+            if action.queue in final_heads:
+                continue
+            refusal = outcome.refusals.get(i)
+            capped = refusal is not None and refusal.reason in (
+                WaitReason.RUN_CONCURRENCY,
+                WaitReason.ACTION_CONCURRENCY,
+                WaitReason.QUEUE_CAP,
+            )
+            if capped and i not in contested and before.refusal(action) is not None:
+                if self.problem.queues[action.queue].strict:
+                    final_heads.add(action.queue)
+                continue
+            members.add(i)
+        return members
+
+    def _cheap_verdict(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        heads: dict[int, int],
+        infeasible_shapes: dict[tuple, list[tuple[int, ...]]],
+    ) -> Refusal | None:
+        """A refusal provable without the model, or None when the model must be asked."""
+        if action.queue in heads:
+            return behind_head(self.problem, heads[action.queue])
+        refusal = ledger.refusal(action)
+        if refusal is not None and not placement_may_lift(ledger, action, refusal):
+            return refusal
+        if refusal is not None:
+            # Only the device caps may lift; everything else must already hold.
+            hard = ledger.refusal(action, device_caps=False)
+            if hard is not None:
+                return hard
+        shape = _shape(action)
+        if shape is not None and _dominated(infeasible_shapes.get(shape[0], []), shape[1]):
+            return refusal or NO_ROOM
+        return None
+
+    def _check(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        items: list[Item],
+        clusters: list[int],
+        refusal: Refusal | None,
+    ) -> Plan | Refusal:
+        """Place `action` with the decided admissions, moving those that share its nodes.
+
+        The ledger with `action` admitted when it fits, else why it does not (`refusal`: a
+        device cap the move of untyped GPUs might have lifted).
+        """
+        if len(ledger.admitted) + len(ledger.env_started) <= EXACT_NEIGHBOURHOOD_UNITS:
+            scopes: list[Scope | None] = [None]
+        else:
+            scopes = [
+                scope
+                for c in clusters
+                if (scope := self._local_scope(ledger, items, c)) is not None
+            ]
+        proven = scopes == [None]
+        for scope in scopes:
+            solution, complete = self._solve_in(ledger, action, items, scope)
+            if solution is not None:
+                return solution
+            proven = proven and complete
+            if self.budget.limit_hit:
+                return OUT_OF_TIME
+        if not proven:
+            self.stats.unproven_refusals += 1
+        return refusal or NO_ROOM
+
+    def _local_scope(self, ledger: Plan, items: list[Item], cluster: int) -> Scope | None:
+        """The pools of one cluster the action may use, when their free room could hold it."""
+        pools = sorted({p for item in items for p in item.pools[cluster]})
+        room = self.problem.pools[pools[0]].room
+        free = np.sum([ledger.free[p].sum(axis=0) for p in pools], axis=0)
+        wanted = np.sum([item.request for item in items], axis=0)
+        bounded = room < UNBOUNDED
+        if (free[bounded] < wanted[bounded]).any():
+            return None
+        return Scope(cluster, frozenset(pools))
+
+    def _solve_in(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        items: list[Item],
+        scope: Scope | None,
+    ) -> tuple[Plan | None, bool]:
+        """One model: the action plus the decided units that may move within `scope`.
+
+        Returns the new ledger when the action fits, and whether a "no" is a proof.
+        """
+        if scope is None:
+            units = ledger.units()
+            movable = set(units)
+        else:
+            keys = {key for p in scope.pools for key in ledger.pool_units.get(p, ())}
+            units = {key: ledger.unit(key) for key in keys}
+            movable = {
+                key for key in keys if all(spot[0] in scope.pools for spot in units[key][2].spots)
+            }
+        free = [f.copy() for f in ledger.free]
+        for key in movable:
+            _, unit_items, placement = units[key]
+            for item, (p, node) in zip(unit_items, placement.spots, strict=True):
+                free[p][node] += item.request
+        model_units = [
+            Unit(key, units[key][0], units[key][1], units[key][2]) for key in sorted(movable)
+        ]
+        model_units.append(Unit(ledger.unit_key(action), action.queue, items))
+        device_room = self._device_room(ledger, action, model_units)
+        if device_room is None:
+            return None, True
+        if _size(model_units, ledger, scope) > MAX_MODEL_SPOTS:
+            return None, False
+        mark = time.perf_counter()
+        model = PlacementModel(self.problem, model_units, free, ledger.opened, device_room, scope)
+        self.stats.build_s += time.perf_counter() - mark
+        self.stats.largest_model_variables = max(
+            self.stats.largest_model_variables, model.num_variables
+        )
+        limit = self.budget.time_limit_s - self.budget.spent
+        if scope is not None:
+            limit = min(limit, LOCAL_CHECK_LIMIT_S)
+        # Building is charged by size, so the budget stays deterministic and still counts it.
+        self.budget.spent += (
+            BUILD_SECONDS_PER_MODEL + model.num_variables * BUILD_SECONDS_PER_VARIABLE
+        )
+        mark = time.perf_counter()
+        status, placements, spent = model.solve(limit / SECONDS_PER_DETERMINISTIC, self.budget.seed)
+        self.stats.solve_s += time.perf_counter() - mark
+        self.budget.spent += spent * SECONDS_PER_DETERMINISTIC
+        self.stats.model_solves += 1
+        if status is Feasibility.FEASIBLE:
+            *moved, placed = placements
+            for unit, placement in zip(model_units[:-1], moved, strict=True):
+                ledger.move(unit.key, placement)
+            ledger.admit(action, placed)
+            return ledger, True
+        if status is Feasibility.UNKNOWN and scope is None:
+            self.budget.limit_hit = True
+        return None, status is Feasibility.INFEASIBLE and scope is None
+
+    def _may_fit(self, items: list[Item], clusters: list[int]) -> bool:
+        """A necessary bound: every container fits some node once this tick's work is gone."""
+        return any(all(self.problem.fits_base_room(item, c) for item in items) for c in clusters)
+
+    def _device_room(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        model_units: list[Unit],
+    ) -> dict[tuple[int, str], int] | None:
+        """Room left under each device cap an untyped container of the model could charge.
+
+        None when the action's own typed request already breaks a cap: no placement helps.
+        """
+        room: dict[tuple[int, str], int] = {}
+        queues = {u.queue for u in model_units if any(item.untyped for item in u.items)}
+        queues.add(action.queue)
+        charge = ledger.charge_of(action)
+        for q in queues:
+            queue = self.problem.queues[q]
+            for device, cap in queue.device_caps.items():
+                used = ledger.usage[q].device_used.get(device, 0)
+                for unit in model_units:
+                    if unit.queue != q or unit.hint is None:
+                        continue
+                    for item, (p, _) in zip(unit.items, unit.hint.spots, strict=True):
+                        if item.untyped and self.problem.pools[p].device == device:
+                            used -= item.gpus
+                if q == action.queue:
+                    used += charge.devices.get(device, 0)
+                if used > cap and q == action.queue and charge.devices.get(device, 0):
+                    return None
+                room[(q, device)] = max(0, cap - used)
+        return room
+
+
+def _ledger(problem: Problem, plan: Plan, admitted: set[int]) -> Plan:
+    """The decided admissions only, placed where `plan` has them."""
+    ledger = Plan(problem)
+    for j in sorted(admitted):
+        action = problem.actions[j]
+        ledger.admit(action, _placement_in(plan, action, ledger))
+    return ledger
+
+
+def _placement_in(plan: Plan, action: ActionInfo, target: Plan) -> Placement | None:
+    """Where `plan` put `action`, or its pool when `action` starts that pool in `target`."""
+    placement = plan.admitted.get(action.index)
+    env = target.env_to_start(action)
+    if placement is None and env is not None:
+        placement = plan.env_started.get(env)
+    return placement
+
+
+def _shape(action: ActionInfo) -> tuple[tuple, tuple[int, ...]] | None:
+    """A key under which a request no smaller than one that found no room finds none either."""
+    if action.env is not None:
+        return None
+    # Room does not depend on the queue, except where untyped GPUs meet its device caps.
+    key = (
+        action.queue if any(item.untyped for item in action.items) else None,
+        tuple(
+            (item.device, item.untyped, tuple(sorted((c, tuple(p)) for c, p in item.pools.items())))
+            for item in action.items
+        ),
+    )
+    return key, tuple(int(v) for item in action.items for v in item.request)
+
+
+def _dominated(smaller_failures: list[tuple[int, ...]], request: tuple[int, ...]) -> bool:
+    return any(
+        all(r >= s for r, s in zip(request, small, strict=True)) for small in smaller_failures
+    )
+
+
+def _size(units: list[Unit], ledger: Plan, scope: Scope | None) -> int:
+    """How many (container, node) choices a model of `units` would have, at most."""
+    total = 0
+    for unit in units:
+        for item in unit.items:
+            for pools in item.pools.values():
+                for p in pools:
+                    if scope is None or p in scope.pools:
+                        total += len(ledger.free[p])
+    return total

@@ -1,0 +1,233 @@
+"""The decided plan as a TickResult: placements by name, reasons, and usage next to each cap."""
+
+from __future__ import annotations
+
+from models.quantity import format_quantity
+from models.result import (
+    UNTYPED_GPU,
+    EnvironmentStart,
+    FailedAction,
+    PlacedContainer,
+    QueueMetrics,
+    ScheduledAction,
+    SolverInfo,
+    SolverStatus,
+    TickResult,
+    WaitingAction,
+    WaitReason,
+)
+from models.snapshot import Snapshot
+from solver.placement.best_fit import NO_ROOM
+from solver.placement.failfast import Failure, describe_item
+from solver.placement.plan import Placement, Plan, Refusal
+from solver.placement.problem import ActionInfo, Item, Problem
+
+
+def decode(
+    snapshot: Snapshot,
+    problem: Problem,
+    plan: Plan,
+    failures: dict[int, Failure],
+    refusals: dict[int, Refusal],
+    heads: dict[int, int],
+) -> TickResult:
+    result = TickResult(
+        now=problem.now,
+        solver=SolverInfo(status=SolverStatus.NOTHING_TO_DO, wall_time_s=0.0, limit_hit=False),
+    )
+    new_nodes = _new_node_numbers(problem, plan)
+    for action in problem.actions:
+        i = action.index
+        queue = problem.queues[action.queue].name
+        if i in failures:
+            failure = failures[i]
+            result.failed.append(
+                FailedAction(
+                    action=action.id, queue=queue, code=failure.code, message=failure.message
+                )
+            )
+        elif i in plan.admitted:
+            placement = plan.admitted[i]
+            env = problem.envs[action.env].name if action.env is not None else None
+            result.scheduled.append(
+                ScheduledAction(
+                    action=action.id,
+                    queue=queue,
+                    run=action.run,
+                    cluster=problem.cluster_names[placement.cluster] if placement else None,
+                    containers=_containers(problem, action.items, placement, new_nodes)
+                    if placement
+                    else [],
+                    environment=env,
+                )
+            )
+        else:
+            refusal = refusals[i]
+            if refusal is NO_ROOM:
+                refusal = room_refusal(problem, action, plan)
+            result.waiting.append(
+                WaitingAction(
+                    action=action.id,
+                    queue=queue,
+                    reason=refusal.reason,
+                    resource=refusal.resource,
+                    message=refusal.message,
+                )
+            )
+    for e, placement in sorted(plan.env_started.items()):
+        started = problem.envs[e]
+        result.environments_started.append(
+            EnvironmentStart(
+                environment=started.name,
+                queue=problem.queues[started.queue].name,
+                cluster=problem.cluster_names[placement.cluster],
+                containers=_containers(problem, started.items, placement, new_nodes),
+            )
+        )
+    result.queues = _metrics(snapshot, problem, plan, failures, heads)
+    return result
+
+
+def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:
+    """Nodes started this tick, numbered from each pool's current count in order of use."""
+    numbers: dict[tuple[int, int], int] = {}
+    placements: list[tuple[list[Item], Placement]] = []
+    for i in sorted(plan.admitted):
+        placement = plan.admitted[i]
+        if placement is not None:
+            placements.append((problem.actions[i].items, placement))
+    for e, placement in sorted(plan.env_started.items()):
+        placements.append((problem.envs[e].items, placement))
+    next_free = {p: pool.nodes for p, pool in enumerate(problem.pools)}
+    for _, placement in placements:
+        for p, node in placement.spots:
+            if node >= problem.pools[p].nodes and (p, node) not in numbers:
+                numbers[(p, node)] = next_free[p]
+                next_free[p] += 1
+    return numbers
+
+
+def _containers(
+    problem: Problem,
+    items: list[Item],
+    placement: Placement,
+    new_nodes: dict[tuple[int, int], int],
+) -> list[PlacedContainer]:
+    placed = []
+    for item, (p, node) in zip(items, placement.spots, strict=True):
+        fresh = (p, node) in new_nodes
+        placed.append(
+            PlacedContainer(
+                name=item.name,
+                node_pool=problem.pools[p].name,
+                node=new_nodes.get((p, node), node),
+                new_node=fresh,
+            )
+        )
+    return placed
+
+
+def _metrics(
+    snapshot: Snapshot,
+    problem: Problem,
+    plan: Plan,
+    failures: dict[int, Failure],
+    heads: dict[int, int],
+) -> dict[str, QueueMetrics]:
+    waiting = [0] * len(problem.queues)
+    for action in problem.actions:
+        if action.index not in failures and action.index not in plan.admitted:
+            waiting[action.queue] += 1
+    moved = {problem.actions[i].queue for i in plan.admitted}
+    behind_head = [0] * len(problem.queues)
+    for action in problem.actions:
+        head = heads.get(action.queue)
+        if head is not None and action.index > head and action.index not in failures:
+            behind_head[action.queue] += 1
+    metrics = {}
+    for q, (queue, spec) in enumerate(zip(problem.queues, snapshot.queues, strict=True)):
+        usage = plan.usage[q]
+        head = heads.get(q) if queue.strict else None
+        blocked = head is not None
+        since = None
+        behind = behind_head[q] if head is not None else 0
+        if head is not None:
+            # The line has been stuck since the last tick it moved.
+            moved_now = q in moved or spec.head_blocked_since is None
+            since = problem.now if moved_now else spec.head_blocked_since
+        resources = sorted(set(usage.used) | set(queue.caps))
+        charges = {UNTYPED_GPU: usage.untyped_used, **dict(sorted(usage.device_used.items()))}
+        metrics[queue.name] = QueueMetrics(
+            name=queue.name,
+            pool=spec.pool,
+            priority=queue.priority,
+            scheduling=spec.scheduling,
+            in_flight_resources={r: format_quantity(r, usage.used.get(r, 0)) for r in resources},
+            max_resources={r: format_quantity(r, cap) for r, cap in sorted(queue.caps.items())},
+            accelerator_charges=charges,
+            max_gpus=queue.max_gpus,
+            max_accelerators=dict(sorted(queue.device_caps.items())),
+            head_blocked=blocked,
+            head_blocked_since=since,
+            head_action=problem.actions[head].id if blocked and head is not None else None,
+            blocked_behind_head=behind,
+            running_actions=queue.running + usage.admitted,
+            action_concurrency=queue.action_concurrency,
+            active_runs=len(usage.runs),
+            run_concurrency=queue.run_concurrency,
+            depth_used=queue.running + usage.admitted + waiting[q],
+            depth=queue.depth,
+            waiting=waiting[q],
+        )
+    return metrics
+
+
+def room_refusal(problem: Problem, action: ActionInfo, plan: Plan) -> Refusal:
+    """No room now: lower priority when higher-priority work took room it could have had."""
+    items = plan.items_to_place(action)
+    if not problem.cluster_names:
+        return Refusal(WaitReason.CLUSTER_ROOM, "no clusters are configured yet")
+    clusters = plan.candidate_clusters(items, action.queue)
+    names = ", ".join(problem.cluster_names[c] for c in clusters) or "none"
+    what = "; ".join(describe_item(item, problem.dims) for item in items)
+    queue = problem.queues[action.queue]
+    usage = plan.usage[action.queue]
+    for item in items:
+        if not item.untyped:
+            continue
+        devices = {
+            device
+            for c in clusters
+            for p in item.pools[c]
+            if (device := problem.pools[p].device) is not None
+        }
+        full = {
+            d: usage.device_used.get(d, 0)
+            for d in devices
+            if d in queue.device_caps
+            and usage.device_used.get(d, 0) + item.gpus > queue.device_caps[d]
+        }
+        if devices and len(full) == len(devices):
+            device = min(full)
+            return Refusal(
+                WaitReason.QUEUE_CAP,
+                f"queue {queue.name}, {device}: {full[device]} of {queue.device_caps[device]}"
+                f" in use, and {item.name}'s gpu={item.gpus} could only land on capped types",
+                device,
+            )
+    priority = queue.priority
+    higher = {
+        plan.pool_top[p][1]
+        for c in clusters
+        if all(problem.fits_base_room(item, c) for item in items)
+        for item in items
+        for p in item.pools[c]
+        if p in plan.pool_top and plan.pool_top[p][0] > priority
+    }
+    if higher:
+        return Refusal(
+            WaitReason.LOWER_PRIORITY,
+            f"room in clusters {names} went to higher-priority queues"
+            f" {', '.join(sorted(higher))} this tick; needs {what}",
+        )
+    return Refusal(WaitReason.CLUSTER_ROOM, f"no room now in clusters {names} for {what}")

@@ -1,0 +1,422 @@
+"""A tick's plan in progress: what is admitted, where it sits, and what it charges.
+
+The plan answers the two cheap questions of the tick: does a unit fit its
+queue's caps and concurrency limits now (exact, placement-free), and can a
+best-fit pass put its containers on nodes (a heuristic: a failure here is only
+a candidate for the model, never a verdict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.devices import NVIDIA_GPU
+from models.result import UNTYPED_GPU, WaitReason
+from solver.placement.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Demand, Item, Problem
+
+Spot = tuple[int, int]  # (pool index, node index)
+UnitKey = tuple[str, int]  # ("action", action index) or ("env", environment index)
+NO_FIT_MEMORY = 32  # failed requests remembered per (queue, pool sets); later ones are not
+
+
+@dataclass(frozen=True)
+class Placement:
+    cluster: int
+    spots: tuple[Spot, ...]  # one per item, in item order
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a unit cannot be admitted: a WaitReason with the resource and a sentence."""
+
+    reason: WaitReason
+    message: str
+    resource: str | None = None
+
+
+@dataclass
+class QueueUsage:
+    used: dict[str, int]
+    device_used: dict[str, int]
+    untyped_used: int
+    admitted: int
+    runs: set[str]
+    untyped_landed: dict[str, int] = field(default_factory=dict)  # this tick's, by device
+
+
+class Plan:
+    """Mutable tick state over a compiled problem: admissions, where they sit, what they hold."""
+
+    def __init__(self, problem: Problem, first_fit: bool = False) -> None:
+        self.problem = problem
+        # The plain first-fit rule (clusters, pools, containers and nodes in order) that
+        # admission systems commonly use; the tick keeps it as the floor of its answer.
+        self.first_fit = first_fit
+        self.free = [pool.room - pool.used for pool in problem.pools]
+        self.opened = [np.arange(pool.max_nodes) < pool.nodes for pool in problem.pools]
+        self.usage = [
+            QueueUsage(dict(q.used), dict(q.device_used), q.untyped_used, 0, set(q.active_runs))
+            for q in problem.queues
+        ]
+        self.admitted: dict[int, Placement | None] = {}  # None: joined a pool, nothing placed
+        self.env_started: dict[int, Placement] = {}
+        self.pool_units: dict[int, set[UnitKey]] = {}  # who this tick placed work in a pool
+        self.pool_top: dict[int, tuple[int, str]] = {}  # highest queue priority placed there
+        self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
+        for pool in problem.pools:
+            self.cluster_used[pool.cluster] += _bounded(pool.room, pool.used.sum(axis=0))
+        self.loads = np.zeros(len(problem.cluster_names))
+        for cluster in range(len(problem.cluster_names)):
+            self._update_load(cluster)
+        # Requests best-fit found no room for, per queue and pool sets: room only shrinks as
+        # work is admitted, so a request no smaller fails too, until something moves out.
+        self.no_fit: dict[tuple[int, tuple[int, ...]], list[np.ndarray]] = {}
+        # The most room of any one node, per pool and dimension: a cheap test before the nodes.
+        self.max_free = np.array(
+            [
+                f.max(axis=0) if len(f) else np.zeros(len(problem.dims), dtype=np.int64)
+                for f in self.free
+            ],
+            dtype=np.int64,
+        ).reshape(len(self.free), len(problem.dims))
+        # Free room summed over the fleet per kind of pool (its device, "" without one): moving
+        # work between nodes never changes these, so they bound what any repacking can free.
+        self.class_free: dict[str, np.ndarray] = {}
+        for pool, free in zip(problem.pools, self.free, strict=True):
+            total = self.class_free.setdefault(pool.device or "", np.zeros(len(problem.dims)))
+            total += _bounded(pool.room, free.sum(axis=0))
+        self.untyped_on: dict[str, int] = {}  # this tick's untyped GPUs per device, all queues
+
+    def units(self) -> dict[UnitKey, tuple[int, list[Item], Placement]]:
+        """Every placed unit of this tick: its queue, its containers and where they sit."""
+        keys: list[UnitKey] = [("action", i) for i, p in self.admitted.items() if p is not None]
+        keys += [("env", e) for e in self.env_started]
+        return {key: self.unit(key) for key in keys}
+
+    def unit(self, key: UnitKey) -> tuple[int, list[Item], Placement]:
+        kind, index = key
+        if kind == "env":
+            env = self.problem.envs[index]
+            return env.queue, env.items, self.env_started[index]
+        action = self.problem.actions[index]
+        placement = self.admitted[index]
+        assert placement is not None, "joining a running pool is no unit"
+        return action.queue, action.items, placement
+
+    # -- what a unit needs ---------------------------------------------------------------
+
+    def env_to_start(self, action: ActionInfo) -> int | None:
+        """The reusable pool admitting `action` would start, if it would start one."""
+        if action.env is None or self.problem.envs[action.env].running:
+            return None
+        return None if action.env in self.env_started else action.env
+
+    def starts_env(self, action: ActionInfo) -> bool:
+        return self.env_to_start(action) is not None
+
+    def unit_key(self, action: ActionInfo) -> UnitKey:
+        """The unit whose containers admitting `action` places: its own, or its pool's."""
+        env = self.env_to_start(action)
+        return ("env", env) if env is not None else ("action", action.index)
+
+    def items_to_place(self, action: ActionInfo) -> list[Item]:
+        if action.env is None:
+            return action.items
+        return self.problem.envs[action.env].items if self.starts_env(action) else []
+
+    def charge_of(self, action: ActionInfo) -> Demand:
+        if action.env is None:
+            return action.demand
+        if self.starts_env(action):
+            return self.problem.envs[action.env].demand
+        return Demand({}, {}, 0)
+
+    # -- placement-free checks -----------------------------------------------------------
+
+    def refusal(self, action: ActionInfo, device_caps: bool = True) -> Refusal | None:
+        """The first concurrency limit or cap that admitting `action` now would break.
+
+        With `device_caps` False, the per-device caps are left to the caller (the model
+        checks them where untyped GPUs may land on a capped device).
+        """
+        queue = self.problem.queues[action.queue]
+        usage = self.usage[action.queue]
+        if (
+            queue.run_concurrency is not None
+            and action.run not in usage.runs
+            and len(usage.runs) >= queue.run_concurrency
+        ):
+            return Refusal(
+                WaitReason.RUN_CONCURRENCY,
+                f"run concurrency {len(usage.runs)} of {queue.run_concurrency}",
+            )
+        in_flight = queue.running + usage.admitted
+        if queue.action_concurrency is not None and in_flight >= queue.action_concurrency:
+            return Refusal(
+                WaitReason.ACTION_CONCURRENCY,
+                f"action concurrency {in_flight} of {queue.action_concurrency}",
+            )
+        return self.cap_refusal(action.queue, self.charge_of(action), device_caps)
+
+    def cap_refusal(
+        self, queue_index: int, demand: Demand, device_caps: bool = True
+    ) -> Refusal | None:
+        from models.quantity import format_quantity
+
+        queue = self.problem.queues[queue_index]
+        usage = self.usage[queue_index]
+        for name, amount in demand.resources.items():
+            cap = queue.caps.get(name)
+            if cap is not None and amount and usage.used.get(name, 0) + amount > cap:
+                used = usage.used.get(name, 0)
+                return Refusal(
+                    WaitReason.QUEUE_CAP,
+                    f"queue {queue.name}, {name}: {format_quantity(name, used)} of"
+                    f" {format_quantity(name, cap)} in use, needs {format_quantity(name, amount)}",
+                    name,
+                )
+        for device, count in demand.devices.items():
+            cap = queue.device_caps.get(device) if device_caps else None
+            if cap is not None and usage.device_used.get(device, 0) + count > cap:
+                return Refusal(
+                    WaitReason.QUEUE_CAP,
+                    f"queue {queue.name}, {device}: {usage.device_used.get(device, 0)} of {cap}"
+                    f" in use, needs {count}",
+                    device,
+                )
+        if (
+            demand.untyped
+            and queue.max_gpus is not None
+            and usage.untyped_used + demand.untyped > queue.max_gpus
+        ):
+            return Refusal(
+                WaitReason.QUEUE_CAP,
+                f"queue {queue.name}, untyped gpus: {usage.untyped_used} of {queue.max_gpus}"
+                f" in use, needs {demand.untyped}",
+                UNTYPED_GPU,
+            )
+        return None
+
+    # -- placement -----------------------------------------------------------------------
+
+    def candidate_clusters(self, items: list[Item], queue_index: int) -> list[int]:
+        """Clusters where every item has a compatible pool, least loaded first."""
+        routed = self.problem.queues[queue_index].clusters
+        clusters = [c for c in routed if all(c in item.pools for item in items)]
+        if len(clusters) > 1:
+            clusters.sort(key=lambda c: (self.loads[c], c))
+        return clusters
+
+    def _update_load(self, cluster: int) -> None:
+        """Share of the cluster's full-scale room in use, on its scarcest dimension."""
+        total = self.problem.cluster_room[cluster]
+        nonzero = total > 0
+        if nonzero.any():
+            self.loads[cluster] = float(
+                (self.cluster_used[cluster][nonzero] / total[nonzero]).max()
+            )
+
+    def find_placement(self, action: ActionInfo) -> Placement | None:
+        """Best-fit the unit's containers into the least loaded cluster that takes them all
+        (with `first_fit`: the first cluster, pool and node that take them, in order)."""
+        items = self.items_to_place(action)
+        if not items:
+            return None
+        shape = (action.queue, tuple(id(item.pools) for item in items))
+        wanted = np.concatenate([item.request for item in items])
+        if any((failed <= wanted).all() for failed in self.no_fit.get(shape, ())):
+            return None
+        placement = self._best_placement(action, items)
+        if placement is None:
+            failures = self.no_fit.setdefault(shape, [])
+            if len(failures) < NO_FIT_MEMORY:
+                failures.append(wanted)
+        return placement
+
+    def _best_placement(self, action: ActionInfo, items: list[Item]) -> Placement | None:
+        # Clusters where every container has a pool with a node big enough: a cheap first cut.
+        clusters: set[int] | None = None
+        for item in items:
+            pools = item.all_pools[(self.max_free[item.all_pools] >= item.request).all(axis=1)]
+            reachable = set(self.problem.pool_cluster[pools].tolist())
+            clusters = reachable if clusters is None else clusters & reachable
+            if not clusters:
+                return None
+        assert clusters is not None
+        load = (lambda c: c) if self.first_fit else (lambda c: (self.loads[c], c))
+        for cluster in sorted(clusters, key=load):
+            spots = self._fit_in_cluster(items, cluster, action.queue, self.charge_of(action))
+            if spots is not None:
+                return Placement(cluster, spots)
+        return None
+
+    def _fit_in_cluster(
+        self, items: list[Item], cluster: int, queue_index: int, charge: Demand
+    ) -> tuple[Spot, ...] | None:
+        queue = self.problem.queues[queue_index]
+        usage = self.usage[queue_index]
+        taken: list[tuple[int, int, np.ndarray]] = []
+        # An untyped container landing on a capped device shares the cap with the unit's own
+        # typed request for it.
+        device_extra: dict[str, int] = dict(charge.devices)
+        spots: list[Spot | None] = [None] * len(items)
+        # Larger containers first: they have the fewest nodes to choose from.
+        order = sorted(
+            range(len(items)),
+            key=lambda i: (
+                (0, i) if self.first_fit else (-items[i].gpus, -items[i].request[CPU_DIM])
+            ),
+        )
+        ok = True
+        for i in order:
+            item = items[i]
+            spot = None
+            for p in item.pools[cluster]:
+                device = self.problem.pools[p].device
+                if item.untyped and device in queue.device_caps:
+                    held = usage.device_used.get(device, 0) + device_extra.get(device, 0)
+                    if held + item.gpus > queue.device_caps[device]:
+                        continue
+                slot = self._best_node(p, item.request)
+                if slot is not None:
+                    spot = (p, slot)
+                    break
+            if spot is None:
+                ok = False
+                break
+            p, slot = spot
+            self.free[p][slot] -= item.request
+            taken.append((p, slot, item.request))
+            spots[i] = spot
+            landed = self.problem.pools[p].device
+            if item.untyped and landed is not None and landed in queue.device_caps:
+                device_extra[landed] = device_extra.get(landed, 0) + item.gpus
+        for p, slot, request in taken:
+            self.free[p][slot] += request
+        if not ok:
+            return None
+        return tuple(spot for spot in spots if spot is not None)
+
+    def _best_node(self, pool: int, request: np.ndarray) -> int | None:
+        """The open node the request fills most tightly, else the first fresh node with room."""
+        if (request > self.max_free[pool]).any():
+            return None
+        free = self.free[pool]
+        fits = (free >= request).all(axis=1)
+        if self.first_fit:  # nodes up now come first in index order, then new ones
+            first = np.flatnonzero(fits)
+            return int(first[0]) if len(first) else None
+        open_fits = fits & self.opened[pool]
+        if open_fits.any():
+            dim = GPU_DIM if request[GPU_DIM] else CPU_DIM
+            candidates = np.flatnonzero(open_fits)
+            return int(candidates[np.argmin(free[candidates, dim] - request[dim])])
+        fresh = np.flatnonzero(fits)
+        return int(fresh[0]) if len(fresh) else None
+
+    def fleet_may_hold(self, items: list[Item]) -> bool:
+        """A bound no repacking can beat: the fleet's free room of each kind of pool.
+
+        Work on a device's pools stays on that device's pools, except untyped GPUs, which
+        may move to any other NVIDIA device; CPU-only work stays on pools without one.
+        """
+        needs: dict[str, np.ndarray] = {}
+        untyped = 0
+        for item in items:
+            if item.untyped:
+                untyped += item.gpus
+            else:
+                key = item.device or ""
+                needs[key] = needs.get(key, 0) + item.request
+        for key, need in needs.items():
+            room = self.class_free.get(key)
+            if room is None:
+                return False
+            if key:
+                if need[GPU_DIM] > room[GPU_DIM] + self.untyped_on.get(key, 0):
+                    return False
+            elif (need > room).any():
+                return False
+        if untyped:
+            nvidia = sum(
+                free[GPU_DIM]
+                for key, free in self.class_free.items()
+                if key.startswith(NVIDIA_GPU + "/") and key.count("/") == 1
+            )
+            if untyped > nvidia:
+                return False
+        return True
+
+    # -- commit --------------------------------------------------------------------------
+
+    def admit(self, action: ActionInfo, placement: Placement | None) -> None:
+        usage = self.usage[action.queue]
+        demand = self.charge_of(action)
+        for name, amount in demand.resources.items():
+            usage.used[name] = usage.used.get(name, 0) + amount
+        for device, count in demand.devices.items():
+            usage.device_used[device] = usage.device_used.get(device, 0) + count
+        usage.untyped_used += demand.untyped
+        usage.admitted += 1
+        usage.runs.add(action.run)
+        items = self.items_to_place(action)
+        env = self.env_to_start(action)
+        if placement is not None:
+            self._occupy(self.unit_key(action), action.queue, items, placement, +1)
+        if env is not None:
+            assert placement is not None, "a pool starts where it is placed"
+            self.env_started[env] = placement
+            self.admitted[action.index] = None
+        else:
+            self.admitted[action.index] = placement
+
+    def move(self, key: UnitKey, placement: Placement) -> None:
+        """Put an admitted unit somewhere else (the model found room by moving it)."""
+        queue, items, old = self.unit(key)
+        self._occupy(key, queue, items, old, -1)
+        self._occupy(key, queue, items, placement, +1)
+        kind, index = key
+        if kind == "env":
+            self.env_started[index] = placement
+        else:
+            self.admitted[index] = placement
+
+    def _occupy(
+        self, key: UnitKey, queue_index: int, items: list[Item], placement: Placement, sign: int
+    ) -> None:
+        """Take (sign +1) or give back (-1) the room of `items` at `placement`."""
+        queue = self.problem.queues[queue_index]
+        usage = self.usage[queue_index]
+        touched: set[int] = set()
+        for item, (p, slot) in zip(items, placement.spots, strict=True):
+            pool = self.problem.pools[p]
+            self.free[p][slot] -= sign * item.request
+            self.cluster_used[pool.cluster] += sign * _bounded(pool.room, item.request)
+            self.class_free[pool.device or ""] -= sign * _bounded(pool.room, item.request)
+            touched.add(pool.cluster)
+            if sign > 0:
+                self.opened[p][slot] = True
+                self.pool_units.setdefault(p, set()).add(key)
+                if p not in self.pool_top or self.pool_top[p][0] < queue.priority:
+                    self.pool_top[p] = (queue.priority, queue.name)
+            else:
+                self.pool_units.get(p, set()).discard(key)
+                self.no_fit.clear()  # room came back: what failed may fit now
+            if item.untyped and pool.device is not None:
+                device = pool.device
+                usage.device_used[device] = usage.device_used.get(device, 0) + sign * item.gpus
+                usage.untyped_landed[device] = (
+                    usage.untyped_landed.get(device, 0) + sign * item.gpus
+                )
+                self.untyped_on[device] = self.untyped_on.get(device, 0) + sign * item.gpus
+        for cluster in touched:
+            self._update_load(cluster)
+        for p in {p for p, _ in placement.spots}:
+            self.max_free[p] = self.free[p].max(axis=0)
+
+
+def _bounded(room: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    """`amount` on the dimensions a node declares; zero on the unbounded ones."""
+    return np.where(room < UNBOUNDED, amount, 0)
