@@ -25,7 +25,8 @@ from api.routes import (
     watch,
 )
 from api.routes import settings as org_settings
-from api.store.sqlite import SqliteStore, Store
+from api.store.records import Store
+from api.store.sqlite import SqliteStore
 from api.ticker import TickFn, TickLoop, solver_tick
 
 log = logging.getLogger("sluice.api")

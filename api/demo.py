@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from api.store.job_queues import JobPhase
-from api.store.sqlite import Outcome, Phase, Store
+from api.store.records import JobPhase, Phase, ReportedOutcome, Store
 from models.errors import AlreadyExists, FailedPrecondition, InvalidInput, SluiceError
 from models.quota import Job, SchedulingPolicy, ServiceEnvironment
 from models.quota import JobQueue as QuotaJobQueue
@@ -259,7 +258,7 @@ class DemoExecutor:
     def step(self, clock: float) -> None:
         now = datetime.now(UTC)
         for record in self.store.list_actions(phase=Phase.SCHEDULED, limit=2000):
-            self.store.report(record.action.id, Outcome.STARTED, now)
+            self.store.report(record.action.id, ReportedOutcome.STARTED, now)
             low, high = self._run_times.pop(record.action.id, (5.0, 20.0))
             self._finish_at[record.action.id] = clock + self._random.uniform(low, high)
         for record in self.store.list_actions(phase=Phase.RUNNING, limit=5000):
@@ -270,10 +269,13 @@ class DemoExecutor:
                 del self._finish_at[action_id]
                 if self._random.random() < 0.03:
                     self.store.report(
-                        action_id, Outcome.FAILED, now, message="demo: simulated task failure"
+                        action_id,
+                        ReportedOutcome.FAILED,
+                        now,
+                        message="demo: simulated task failure",
                     )
                 else:
-                    self.store.report(action_id, Outcome.SUCCEEDED, now)
+                    self.store.report(action_id, ReportedOutcome.SUCCEEDED, now)
         self._stop_idle_pools(clock)
         self._submit_more(now)
         self._run_jobs(clock, now)
@@ -295,7 +297,7 @@ class DemoExecutor:
         for record in scheduled:
             job_id = record.job.id
             try:
-                self.store.report_job(job_id, Outcome.STARTED, now)
+                self.store.report_job(job_id, ReportedOutcome.STARTED, now)
             except FailedPrecondition as error:  # preempted (or cancelled) since it was listed
                 log.info("demo: job %s not started: %s", job_id, error.message)
                 continue
@@ -310,7 +312,7 @@ class DemoExecutor:
                 continue
             del self._job_finish_at[job_id]
             try:
-                self.store.report_job(job_id, Outcome.SUCCEEDED, now)
+                self.store.report_job(job_id, ReportedOutcome.SUCCEEDED, now)
             except FailedPrecondition as error:  # the tick preempted it just now: stop it
                 log.info("demo: job %s stopped, not finished: %s", job_id, error.message)
 

@@ -8,7 +8,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.auth import Authenticator, Principal
-from api.store.sqlite import Store
+from api.store.records import Store
 from api.ticker import TickLoop
 
 _bearer = HTTPBearer(auto_error=False, description="A token from the server's auth file")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from api.schemas.core import QueuePublic
 from api.schemas.job_queues import JobQueuePublic
+from api.schemas.queues import QueuePublic
 from api.ticker import TickStats
 from models.quantity import CPU, parse_quantity
 from models.result import UNTYPED_GPU

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from api.store.sqlite import AppliedTick, Store
+from api.store.records import AppliedTick, Store
 from models.result import TickResult, WaitingAction
 from models.snapshot import Snapshot
 from solver import TickOptions, tick

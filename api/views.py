@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from api.schemas.core import ActionPublic, QueuePublic
+from api.schemas.actions import ActionPublic
 from api.schemas.job_queues import JobQueuePublic
-from api.store.sqlite import ActionRecord, QueueCounts, QueueRecord, Store
+from api.schemas.queues import QueuePublic
+from api.store.records import ActionRecord, QueueCounts, QueueRecord, Store
 from api.ticker import TickLoop
 
 

@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
-from api.schemas.core import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted, ExecutorReport
-from api.store.sqlite import ActionRecord, Phase
+from api.schemas.actions import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted
+from api.schemas.common import ExecutorReport
+from api.store.records import ActionRecord, Phase
 from api.views import action_view
 
 router = APIRouter(prefix="/actions", tags=["actions"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import PrincipalDep, StoreDep
-from api.schemas.core import EnvironmentIn
+from api.schemas.environments import EnvironmentIn
 from models.snapshot import Environment
 
 router = APIRouter(prefix="/environments", tags=["environments"])

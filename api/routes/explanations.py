@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from fastapi import APIRouter
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
-from api.schemas.core import QueuePublic
-from api.store.sqlite import Phase, Store
+from api.schemas.queues import QueuePublic
+from api.store.records import Phase, Store
 from api.ticker import TickLoop
 from models.errors import ErrorCode, FailedPrecondition, SluiceError
 from models.explanation import Explanation

@@ -13,9 +13,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
-from api.schemas.core import ExecutorReport
-from api.schemas.job_queues import JobPublic, JobSubmit, LastTick
-from api.store.job_queues import JobPhase
+from api.schemas.common import ExecutorReport
+from api.schemas.jobs import JobPublic, JobSubmit, LastTick
+from api.store.records import JobPhase
 from api.ticker import TickLoop
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
 from api.routes.explanations import with_head_explanation
-from api.schemas.core import QueueCreate, QueuePublic, QueueUpdate
+from api.schemas.queues import QueueCreate, QueuePublic, QueueUpdate
 from api.views import queue_view, queue_views
 
 router = APIRouter(prefix="/queues", tags=["queues"])

@@ -1,4 +1,4 @@
-"""Request and response bodies of the job queues' API (quota shares, models.quota).
+"""Bodies of the job queues' API (api.routes.job_queues): policies, environments, shares.
 
 Requests carry the scenario file's fields and spellings; a job queue's shares are
 models.quota.QuotaShare as they are, so every limit of the seed is checked where the
@@ -9,20 +9,12 @@ statuses are read from the store at request time.
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from pydantic import BaseModel, Field
 
-from pydantic import BaseModel, Field, NonNegativeInt
-
-from api.schemas.core import Body, Name, _domain
-from api.store.job_queues import JobPhase, JobQueueRecord, JobRecord, ShareCounts
-from models.errors import ErrorCode
+from api.schemas.common import Body, Name, to_domain
+from api.store.records import JobQueueRecord, ShareCounts
 from models.fields import Timestamp
 from models.quota import (
-    MAX_PRIORITY,
-    Job,
     JobQueue,
     QueueState,
     QueueStatus,
@@ -35,12 +27,9 @@ from models.quota import (
 )
 from models.quota_result import (
     JobQueueUsage,
-    JobWaitReason,
     PreemptedJob,
-    PreemptReason,
     QuotaTickResult,
     ScheduledJob,
-    WaitingJob,
 )
 
 CapacityLimits = dict[str, int | str]
@@ -58,7 +47,7 @@ class SchedulingPolicyIn(Body):
     )
 
     def to_policy(self, name: str) -> SchedulingPolicy:
-        return _domain(SchedulingPolicy, {"name": name, **self.model_dump()}, ())
+        return to_domain(SchedulingPolicy, {"name": name, **self.model_dump()}, ())
 
 
 class ServiceEnvironmentIn(Body):
@@ -71,7 +60,7 @@ class ServiceEnvironmentIn(Body):
     )
 
     def to_environment(self, name: str) -> ServiceEnvironment:
-        return _domain(ServiceEnvironment, {"name": name, **self.model_dump()}, ())
+        return to_domain(ServiceEnvironment, {"name": name, **self.model_dump()}, ())
 
 
 # -- job queues and shares -------------------------------------------------------------------
@@ -88,7 +77,7 @@ class JobQueueCreate(Body):
     quota_shares: list[QuotaShare] = Field(description="1 to 20, each with 1 to 5 limits")
 
     def to_job_queue(self) -> JobQueue:
-        return _domain(JobQueue, self.model_dump(), ())
+        return to_domain(JobQueue, self.model_dump(), ())
 
 
 class JobQueueUpdate(Body):
@@ -101,7 +90,7 @@ class JobQueueUpdate(Body):
 
     def apply(self, queue: JobQueue) -> JobQueue:
         changes = self.model_dump(exclude_none=True)
-        return _domain(JobQueue, {**queue.model_dump(), **changes}, ())
+        return to_domain(JobQueue, {**queue.model_dump(), **changes}, ())
 
 
 class QuotaShareIn(Body):
@@ -115,7 +104,7 @@ class QuotaShareIn(Body):
     in_share_preemption: bool = False
 
     def to_share(self, name: str) -> QuotaShare:
-        return _domain(QuotaShare, {"name": name, **self.model_dump()}, ())
+        return to_domain(QuotaShare, {"name": name, **self.model_dump()}, ())
 
 
 class QuotaShareUpdate(Body):
@@ -131,7 +120,7 @@ class QuotaShareUpdate(Body):
         for required in ("capacity_limits", "strategy", "in_share_preemption"):
             if changes.get(required, 0) is None:
                 del changes[required]
-        return _domain(QuotaShare, {**share.model_dump(), **changes}, ())
+        return to_domain(QuotaShare, {**share.model_dump(), **changes}, ())
 
 
 def with_share(queue: JobQueue, share: QuotaShare) -> JobQueue:
@@ -139,7 +128,7 @@ def with_share(queue: JobQueue, share: QuotaShare) -> JobQueue:
     shares = [share if s.name == share.name else s for s in queue.quota_shares]
     if queue.share(share.name) is None:
         shares.append(share)
-    return _domain(JobQueue, {**queue.model_dump(), "quota_shares": shares}, ())
+    return to_domain(JobQueue, {**queue.model_dump(), "quota_shares": shares}, ())
 
 
 class SharePublic(BaseModel):
@@ -226,97 +215,3 @@ def _share(
         scheduled=counts.scheduled,
         running=counts.running,
     )
-
-
-# -- jobs ------------------------------------------------------------------------------------
-
-
-class JobSubmit(Body):
-    """One SageMaker Training job for a share: `count` instances of one type."""
-
-    id: Name | None = Field(default=None, description="made by the server when omitted")
-    job_queue: str
-    share: str
-    instance_type: str = Field(examples=["ml.g5.xlarge"])
-    count: int = Field(default=1, ge=1)
-    priority: int = Field(default=0, ge=0, le=MAX_PRIORITY, description="higher runs first")
-
-    def to_job(self, now: datetime) -> Job:
-        data: dict[str, Any] = self.model_dump()
-        data["id"] = self.id or f"job-{uuid.uuid4().hex[:20]}"
-        data["submitted_at"] = now
-        return _domain(Job, data, ())
-
-
-class PreemptionPublic(BaseModel):
-    at: Timestamp
-    reason: PreemptReason
-    beneficiary: str | None = Field(description="the job it made room for")
-    message: str
-
-
-class JobPublic(BaseModel):
-    id: str
-    job_queue: str
-    share: str
-    instance_type: str
-    count: int
-    priority: int
-    state: JobPhase
-    submitted_at: Timestamp
-    scheduled_at: Timestamp | None = Field(description="when it got its instances")
-    started_at: Timestamp | None = Field(description="when an executor reported it started")
-    finished_at: Timestamp | None
-    code: ErrorCode | None
-    message: str | None
-    preemptions: NonNegativeInt
-    last_preemption: PreemptionPublic | None
-    position: int | None = Field(description="for a queued job: its place in its share's line")
-    waiting_reason: JobWaitReason | None = Field(description="as of the last tick")
-    waiting_message: str | None
-
-    @classmethod
-    def of(cls, record: JobRecord, last_tick: LastTick) -> JobPublic:
-        job = record.job
-        queued = record.phase is JobPhase.QUEUED
-        waiting = last_tick.waiting.get(job.id) if queued else None
-        stopped = last_tick.preempted.get(job.id) if queued else None
-        last = record.last_preemption
-        return cls(
-            id=job.id,
-            job_queue=job.job_queue,
-            share=job.share,
-            instance_type=job.instance_type,
-            count=job.count,
-            priority=job.priority,
-            state=record.phase,
-            submitted_at=job.submitted_at,
-            scheduled_at=record.scheduled_at,
-            started_at=record.started_at,
-            finished_at=record.finished_at,
-            code=record.code,
-            message=record.message,
-            preemptions=record.preemptions,
-            last_preemption=PreemptionPublic(
-                at=last.at, reason=last.reason, beneficiary=last.beneficiary, message=last.message
-            )
-            if last
-            else None,
-            position=waiting.position if waiting else stopped.position if stopped else None,
-            waiting_reason=waiting.reason if waiting else None,
-            waiting_message=waiting.message if waiting else None,
-        )
-
-
-@dataclass(frozen=True)
-class LastTick:
-    """The last tick's word on jobs, by id: why each queued one waits, who was preempted."""
-
-    waiting: dict[str, WaitingJob]
-    preempted: dict[str, PreemptedJob]
-
-    @classmethod
-    def of(cls, result: QuotaTickResult | None) -> LastTick:
-        if result is None:
-            return cls({}, {})
-        return cls({w.job: w for w in result.waiting}, {p.job: p for p in result.preempted})

@@ -1,10 +1,11 @@
 """Durable state of the quota-managed job queues: policies, environments, job queues, jobs.
 
-`SqliteQuotaStore` is a part of `api.store.sqlite.SqliteStore` (its base class): the
-same file, connections and transactions, so a tick reads the capped queues and
-the job queues in one read transaction and writes both kinds of decisions in
-one write transaction. Configuration is stored as the JSON of the models in
-models.quota; a job's row holds the submitted Job and its life beside it.
+`SqliteJobQueues` is the part of `api.store.sqlite.SqliteStore` that holds them: the
+same file, connections and transactions as the capped queues, so a tick reads both
+kinds of queue in one read transaction and writes both kinds of decisions in one
+write transaction (api.store.tick_io, with the functions at the end of this module).
+Configuration is stored as the JSON of the models in models.quota; a job's row holds
+the submitted Job and its life beside it.
 
 A job's life: QUEUED -> SCHEDULED (the tick gave it its instances) -> RUNNING
 (an executor reported it started) -> SUCCEEDED | FAILED | CANCELLED. A
@@ -17,12 +18,19 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from datetime import datetime
+from typing import Any, TypeVar
 
+from api.store.connection import SqliteFile, read_time, stored_time
+from api.store.records import (
+    AppliedJobs,
+    JobPhase,
+    JobQueueRecord,
+    JobRecord,
+    Preemption,
+    ReportedOutcome,
+    ShareCounts,
+)
 from models.errors import (
     AlreadyExists,
     ErrorCode,
@@ -33,7 +41,6 @@ from models.errors import (
 from models.quota import (
     Job,
     JobQueue,
-    JobQueueStatus,
     JobState,
     QueueState,
     SchedulingPolicy,
@@ -43,157 +50,8 @@ from models.quota import (
 )
 from models.quota_result import PreemptReason, QuotaTickResult
 
-if TYPE_CHECKING:
-    from api.store.sqlite import Outcome
-
-QUOTA_SCHEMA = """
-CREATE TABLE IF NOT EXISTS scheduling_policies (name TEXT PRIMARY KEY, body TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS service_environments (name TEXT PRIMARY KEY, body TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS job_queues (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- creation order: the first queue keeps an environment
-    name TEXT NOT NULL UNIQUE,
-    service_environment TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- arrival order; a preempted job keeps it
-    id TEXT NOT NULL UNIQUE,
-    job_queue TEXT NOT NULL,
-    share TEXT NOT NULL,
-    phase TEXT NOT NULL,
-    body TEXT NOT NULL,                     -- the Job as submitted (QUEUED)
-    code TEXT,
-    message TEXT,
-    submitted_at TEXT NOT NULL,
-    scheduled_at TEXT,                      -- when it got its instances (the model's started_at)
-    started_at TEXT,                        -- when an executor said it started
-    finished_at TEXT,
-    preemptions INTEGER NOT NULL DEFAULT 0,
-    preempted_at TEXT,
-    preempt_reason TEXT,
-    preempt_beneficiary TEXT,
-    preempt_message TEXT
-);
-CREATE INDEX IF NOT EXISTS jobs_queue_phase ON jobs (job_queue, phase);
-CREATE INDEX IF NOT EXISTS jobs_live ON jobs (seq)
-    WHERE phase IN ('QUEUED', 'SCHEDULED', 'RUNNING');
-"""
-
-
-class JobPhase(StrEnum):
-    """Where a job is in its life; the first three are live (in a line or holding instances)."""
-
-    QUEUED = "QUEUED"
-    SCHEDULED = "SCHEDULED"  # the tick gave it its instances
-    RUNNING = "RUNNING"  # an executor reported it started
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-
-    @property
-    def live(self) -> bool:
-        return self in (JobPhase.QUEUED, JobPhase.SCHEDULED, JobPhase.RUNNING)
-
-
 _LIVE_SQL = "('QUEUED', 'SCHEDULED', 'RUNNING')"
 _HOLDING_SQL = "('SCHEDULED', 'RUNNING')"
-
-
-@dataclass(frozen=True)
-class Preemption:
-    """The last time a job was preempted: when, why, and the job it made room for."""
-
-    at: datetime
-    reason: PreemptReason
-    beneficiary: str | None
-    message: str
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    job: Job  # as submitted (QUEUED, no started_at)
-    phase: JobPhase
-    code: ErrorCode | None
-    message: str | None
-    scheduled_at: datetime | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    preemptions: int
-    last_preemption: Preemption | None
-
-
-@dataclass(frozen=True)
-class JobQueueRecord:
-    queue: JobQueue
-    status: JobQueueStatus  # judged now against the stored policies and environments
-    max_capacity: dict[str, int]  # its service environment's capacity limits
-
-
-@dataclass(frozen=True)
-class ShareCounts:
-    """Live jobs of one share, counted in the store (not by a tick)."""
-
-    queued: int = 0
-    scheduled: int = 0
-    running: int = 0
-
-
-@dataclass
-class AppliedJobs:
-    """What of a tick's job decisions still applied when it was written back."""
-
-    scheduled: int = 0
-    preempted: int = 0
-    failed: int = 0
-    stale: list[str] = field(default_factory=list)  # jobs that changed during the tick
-
-
-class QuotaStore(Protocol):
-    """The job queues' part of the service's store."""
-
-    def put_scheduling_policy(self, policy: SchedulingPolicy) -> SchedulingPolicy: ...
-    def get_scheduling_policy(self, name: str) -> SchedulingPolicy: ...
-    def list_scheduling_policies(self) -> list[SchedulingPolicy]: ...
-
-    def put_service_environment(self, environment: ServiceEnvironment) -> ServiceEnvironment: ...
-    def get_service_environment(self, name: str) -> ServiceEnvironment: ...
-    def list_service_environments(self) -> list[ServiceEnvironment]: ...
-
-    def create_job_queue(self, queue: JobQueue) -> JobQueueRecord: ...
-    def update_job_queue(
-        self, name: str, change: Callable[[JobQueue], JobQueue]
-    ) -> JobQueueRecord: ...
-    def get_job_queue(self, name: str) -> JobQueueRecord: ...
-    def list_job_queues(self) -> list[JobQueueRecord]: ...
-    def share_counts(self, job_queue: str | None = None) -> dict[tuple[str, str], ShareCounts]: ...
-
-    def submit_job(self, job: Job) -> JobRecord: ...
-    def get_job(self, job_id: str) -> JobRecord: ...
-    def list_jobs(
-        self,
-        *,
-        job_queue: str | None = None,
-        share: str | None = None,
-        phase: JobPhase | None = None,
-        limit: int = 100,
-    ) -> list[JobRecord]: ...
-    def cancel_job(self, job_id: str, now: datetime) -> JobRecord: ...
-    def report_job(
-        self,
-        job_id: str,
-        outcome: Outcome,
-        now: datetime,
-        code: ErrorCode | None = None,
-        message: str | None = None,
-    ) -> JobRecord: ...
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat()
-
-
-def _time(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
 
 
 def _relative(error: InvalidInput, prefix: str) -> InvalidInput:
@@ -211,15 +69,15 @@ _JOB_COLUMNS = (
 def _job_record(row: Sequence[Any]) -> JobRecord:
     (body, phase, code, message, scheduled_at, started_at, finished_at, preemptions) = row[:8]
     preempted_at, reason, beneficiary, preempt_message = row[8:]
-    at = _time(preempted_at)
+    at = read_time(preempted_at)
     return JobRecord(
         job=Job.model_validate_json(body),
         phase=JobPhase(phase),
         code=ErrorCode(code) if code else None,
         message=message,
-        scheduled_at=_time(scheduled_at),
-        started_at=_time(started_at),
-        finished_at=_time(finished_at),
+        scheduled_at=read_time(scheduled_at),
+        started_at=read_time(started_at),
+        finished_at=read_time(finished_at),
         preemptions=preemptions,
         last_preemption=Preemption(at, PreemptReason(reason), beneficiary, preempt_message)
         if at is not None
@@ -249,12 +107,13 @@ def _all_named(conn: sqlite3.Connection, kind: type[_Named]) -> list[_Named]:
     return [kind.model_validate_json(body) for (body,) in rows]
 
 
-class SqliteQuotaStore:
-    """The job queues' tables and operations; mixed into api.store.sqlite.SqliteStore."""
+def _stored_job_queues(conn: sqlite3.Connection) -> list[JobQueue]:
+    rows = conn.execute("SELECT body FROM job_queues ORDER BY seq").fetchall()
+    return [JobQueue.model_validate_json(body) for (body,) in rows]
 
-    # Provided by SqliteStore: one read transaction, one write transaction.
-    _read: Callable[[], AbstractContextManager[sqlite3.Connection]]
-    _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+class SqliteJobQueues(SqliteFile):
+    """Scheduling policies, service environments, job queues and jobs over one SQLite file."""
 
     # -- scheduling policies and service environments ------------------------------------------
 
@@ -297,17 +156,12 @@ class SqliteQuotaStore:
 
     # -- job queues ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _queues(conn: sqlite3.Connection) -> list[JobQueue]:
-        rows = conn.execute("SELECT body FROM job_queues ORDER BY seq").fetchall()
-        return [JobQueue.model_validate_json(body) for (body,) in rows]
-
     def _records(
         self, conn: sqlite3.Connection, names: Sequence[str] | None
     ) -> list[JobQueueRecord]:
         policies = _all_named(conn, SchedulingPolicy)
         environments = _all_named(conn, ServiceEnvironment)
-        queues = self._queues(conn)
+        queues = _stored_job_queues(conn)
         statuses = job_queue_statuses(policies, environments, queues)
         limits = {e.name: e.capacity_limits for e in environments}
         return [
@@ -435,7 +289,7 @@ class SqliteQuotaStore:
                         job.job_queue,
                         job.share,
                         job.model_dump_json(exclude={"state", "started_at"}),
-                        _iso(job.submitted_at),
+                        stored_time(job.submitted_at),
                     ),
                 )
             except sqlite3.IntegrityError:
@@ -486,14 +340,14 @@ class SqliteQuotaStore:
                 )
             conn.execute(
                 "UPDATE jobs SET phase = 'CANCELLED', finished_at = ? WHERE id = ?",
-                (_iso(now), job_id),
+                (stored_time(now), job_id),
             )
             return self._job(conn, job_id)
 
     def report_job(
         self,
         job_id: str,
-        outcome: Outcome,
+        outcome: ReportedOutcome,
         now: datetime,
         code: ErrorCode | None = None,
         message: str | None = None,
@@ -503,13 +357,11 @@ class SqliteQuotaStore:
         A job preempted since the executor started it is QUEUED again, so its report
         is refused with the preemption named: the executor must stop it.
         """
-        from api.store.sqlite import Outcome  # api.store.sqlite imports this module
-
         with self._write() as conn:
             record = self._job(conn, job_id)
             allowed = (
                 (JobPhase.SCHEDULED,)
-                if outcome is Outcome.STARTED
+                if outcome is ReportedOutcome.STARTED
                 else (JobPhase.SCHEDULED, JobPhase.RUNNING)
             )
             if record.phase not in allowed:
@@ -525,13 +377,13 @@ class SqliteQuotaStore:
                     f" {outcome.value}",
                     field="job",
                 )
-            if outcome is Outcome.STARTED:
+            if outcome is ReportedOutcome.STARTED:
                 conn.execute(
                     "UPDATE jobs SET phase = 'RUNNING', started_at = ? WHERE id = ?",
-                    (_iso(now), job_id),
+                    (stored_time(now), job_id),
                 )
             else:
-                failed = outcome is Outcome.FAILED
+                failed = outcome is ReportedOutcome.FAILED
                 conn.execute(
                     "UPDATE jobs SET phase = ?, code = ?, message = ?, finished_at = ?"
                     " WHERE id = ?",
@@ -539,73 +391,75 @@ class SqliteQuotaStore:
                         JobPhase.FAILED.value if failed else JobPhase.SUCCEEDED.value,
                         code.value if failed and code else None,
                         (message or "the executor reported a failure") if failed else message,
-                        _iso(now),
+                        stored_time(now),
                         job_id,
                     ),
                 )
             return self._job(conn, job_id)
 
-    # -- the tick --------------------------------------------------------------------------------
 
-    def _quota_snapshot(self, conn: sqlite3.Connection) -> dict[str, Any]:
-        """The job queues' Snapshot fields, read inside the snapshot's read transaction.
+# -- the tick (api.store.tick_io calls these inside its transactions) --------------------------
 
-        SCHEDULED and RUNNING jobs hold their instances since they were scheduled (that is
-        the model's started_at, from which work lost is counted).
-        """
-        rows = conn.execute(
-            f"SELECT body, phase, scheduled_at FROM jobs WHERE phase IN {_LIVE_SQL} ORDER BY seq"
-        ).fetchall()
-        jobs = []
-        for body, phase, scheduled_at in rows:
-            job = Job.model_validate_json(body)
-            if phase != JobPhase.QUEUED:
-                state = JobState.SCHEDULED if phase == JobPhase.SCHEDULED else JobState.RUNNING
-                job = job.model_copy(update={"state": state, "started_at": _time(scheduled_at)})
-            jobs.append(job)
-        return {
-            "scheduling_policies": _all_named(conn, SchedulingPolicy),
-            "service_environments": _all_named(conn, ServiceEnvironment),
-            "job_queues": self._queues(conn),
-            "jobs": jobs,
-        }
 
-    @staticmethod
-    def _apply_quota(conn: sqlite3.Connection, result: QuotaTickResult) -> AppliedJobs:
-        """Write one tick's job decisions inside the tick's write transaction.
+def read_quota_snapshot(conn: sqlite3.Connection) -> dict[str, Any]:
+    """The job queues' Snapshot fields, read inside the snapshot's read transaction.
 
-        Each applies only to a job still where the tick saw it: a job cancelled or
-        finished while the tick solved stays so, and nothing is scheduled twice.
-        """
-        now = _iso(result.now)
-        applied = AppliedJobs()
-        for stop in result.preempted:
-            changed = conn.execute(
-                "UPDATE jobs SET phase = 'QUEUED', scheduled_at = NULL, started_at = NULL,"
-                " preemptions = preemptions + 1, preempted_at = ?, preempt_reason = ?,"
-                f" preempt_beneficiary = ?, preempt_message = ? WHERE id = ? AND phase IN"
-                f" {_HOLDING_SQL}",
-                (now, stop.reason.value, stop.beneficiary, stop.message, stop.job),
-            ).rowcount
-            applied.preempted += changed
-            if not changed:
-                applied.stale.append(stop.job)
-        for start in result.scheduled:
-            changed = conn.execute(
-                "UPDATE jobs SET phase = 'SCHEDULED', scheduled_at = ? WHERE id = ?"
-                " AND phase = 'QUEUED'",
-                (now, start.job),
-            ).rowcount
-            applied.scheduled += changed
-            if not changed:
-                applied.stale.append(start.job)
-        for failure in result.failed:
-            changed = conn.execute(
-                "UPDATE jobs SET phase = 'FAILED', code = ?, message = ?, finished_at = ?"
-                " WHERE id = ? AND phase = 'QUEUED'",
-                (failure.code.value, failure.message, now, failure.job),
-            ).rowcount
-            applied.failed += changed
-            if not changed:
-                applied.stale.append(failure.job)
-        return applied
+    SCHEDULED and RUNNING jobs hold their instances since they were scheduled (that is
+    the model's started_at, from which work lost is counted).
+    """
+    rows = conn.execute(
+        f"SELECT body, phase, scheduled_at FROM jobs WHERE phase IN {_LIVE_SQL} ORDER BY seq"
+    ).fetchall()
+    jobs = []
+    for body, phase, scheduled_at in rows:
+        job = Job.model_validate_json(body)
+        if phase != JobPhase.QUEUED:
+            state = JobState.SCHEDULED if phase == JobPhase.SCHEDULED else JobState.RUNNING
+            job = job.model_copy(update={"state": state, "started_at": read_time(scheduled_at)})
+        jobs.append(job)
+    return {
+        "scheduling_policies": _all_named(conn, SchedulingPolicy),
+        "service_environments": _all_named(conn, ServiceEnvironment),
+        "job_queues": _stored_job_queues(conn),
+        "jobs": jobs,
+    }
+
+
+def apply_quota_decisions(conn: sqlite3.Connection, result: QuotaTickResult) -> AppliedJobs:
+    """Write one tick's job decisions inside the tick's write transaction.
+
+    Each applies only to a job still where the tick saw it: a job cancelled or
+    finished while the tick solved stays so, and nothing is scheduled twice.
+    """
+    now = stored_time(result.now)
+    applied = AppliedJobs()
+    for stop in result.preempted:
+        changed = conn.execute(
+            "UPDATE jobs SET phase = 'QUEUED', scheduled_at = NULL, started_at = NULL,"
+            " preemptions = preemptions + 1, preempted_at = ?, preempt_reason = ?,"
+            f" preempt_beneficiary = ?, preempt_message = ? WHERE id = ? AND phase IN"
+            f" {_HOLDING_SQL}",
+            (now, stop.reason.value, stop.beneficiary, stop.message, stop.job),
+        ).rowcount
+        applied.preempted += changed
+        if not changed:
+            applied.stale.append(stop.job)
+    for start in result.scheduled:
+        changed = conn.execute(
+            "UPDATE jobs SET phase = 'SCHEDULED', scheduled_at = ? WHERE id = ?"
+            " AND phase = 'QUEUED'",
+            (now, start.job),
+        ).rowcount
+        applied.scheduled += changed
+        if not changed:
+            applied.stale.append(start.job)
+    for failure in result.failed:
+        changed = conn.execute(
+            "UPDATE jobs SET phase = 'FAILED', code = ?, message = ?, finished_at = ?"
+            " WHERE id = ? AND phase = 'QUEUED'",
+            (failure.code.value, failure.message, now, failure.job),
+        ).rowcount
+        applied.failed += changed
+        if not changed:
+            applied.stale.append(failure.job)
+    return applied

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from api.demo import BORROWER, DEMO_JOB_QUEUE, G5, LENDER, DemoExecutor, load_demo_fleet
-from api.store.job_queues import JobPhase, JobRecord
+from api.store.records import JobPhase, JobRecord
 from models.quota_result import PreemptReason, QuotaTickResult
 from tests.support.service import Service, service
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from api.store.sqlite import Outcome, Phase, SqliteStore
+from api.store.records import Phase, ReportedOutcome
+from api.store.sqlite import SqliteStore
 from models.errors import ResourceExhausted
 from models.result import (
     FailedAction,
@@ -97,7 +98,7 @@ def test_apply_tick_never_schedules_twice_nor_revives_a_cancelled_action(tmp_pat
     store.cancel_action("b", NOW)  # cancelled while the tick was solving
     applied = store.apply_tick(_result(scheduled=["a", "b"], failed=["c"]))
     assert (applied.scheduled, applied.failed, applied.stale) == (1, 1, ["b"])
-    store.report("a", Outcome.SUCCEEDED, NOW)
+    store.report("a", ReportedOutcome.SUCCEEDED, NOW)
     again = store.apply_tick(_result(scheduled=["a"]))  # a stale replay of the same decision
     assert (again.scheduled, again.stale) == (0, ["a"])
     assert store.get_action("a").phase is Phase.SUCCEEDED

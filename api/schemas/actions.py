@@ -1,0 +1,103 @@
+"""Bodies of the actions' API (api.routes.actions): submissions and an action with its life."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from api.schemas.common import Body, Name, Quantities, to_domain
+from api.store.records import ActionRecord, Phase
+from models.errors import ErrorCode
+from models.fields import Duration, Timestamp
+from models.result import WaitingAction, WaitReason
+from models.snapshot import DEFAULT_QUEUE, Action, Container, Placement
+
+
+class ContainerIn(Body):
+    name: str = "main"
+    resources: Quantities = Field(default_factory=dict)
+    gpu: str | int | None = Field(
+        default=None, description='"H100:4", "T4" (typed) or 2 (untyped NVIDIA GPUs)'
+    )
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+
+class ActionSubmit(Body):
+    """One action to queue. Without an id the server makes one; without a queue it goes to
+    the default queue."""
+
+    id: Name | None = None
+    run: str | None = Field(default=None, description="defaults to the action's own id")
+    queue: str = DEFAULT_QUEUE
+    containers: list[ContainerIn] = Field(default_factory=list)
+    environment: str | None = Field(default=None, description="a reusable environment's name")
+    max_queued_time: str | float | None = Field(default=None, examples=["1h"])
+    deadline: str | float | None = Field(
+        default=None, description="a time, or a duration from submission", examples=["6h"]
+    )
+
+    def to_action(self, now: datetime, where: tuple[str | int, ...] = ()) -> Action:
+        data = self.model_dump(exclude_none=True)
+        data["id"] = self.id or f"act-{uuid.uuid4().hex[:20]}"
+        data["submitted_at"] = now
+        return to_domain(Action, data, where)
+
+
+class ActionBatch(Body):
+    """Actions accepted all together or not at all."""
+
+    actions: list[ActionSubmit] = Field(min_length=1, max_length=10_000)
+
+
+class BatchAccepted(BaseModel):
+    ids: list[str]
+
+
+class ActionPublic(BaseModel):
+    id: str
+    run: str
+    queue: str
+    state: Phase
+    submitted_at: Timestamp
+    containers: list[Container]
+    environment: str | None
+    max_queued_time: Duration | None
+    deadline: Timestamp | Duration | None
+    placement: Placement | None
+    code: ErrorCode | None
+    message: str | None
+    scheduled_at: Timestamp | None
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
+    waiting_reason: WaitReason | None = Field(
+        description="for a queued action, as of the last tick"
+    )
+    waiting_resource: str | None
+    waiting_message: str | None
+
+    @classmethod
+    def of(cls, record: ActionRecord, waiting: WaitingAction | None) -> ActionPublic:
+        action = record.action
+        waiting = waiting if record.phase is Phase.QUEUED else None
+        return cls(
+            id=action.id,
+            run=action.run_id,
+            queue=action.queue,
+            state=record.phase,
+            submitted_at=action.submitted_at,
+            containers=action.containers,
+            environment=action.environment,
+            max_queued_time=action.max_queued_time,
+            deadline=action.deadline,
+            placement=record.placement,
+            code=record.code,
+            message=record.message,
+            scheduled_at=record.scheduled_at,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            waiting_reason=waiting.reason if waiting else None,
+            waiting_resource=waiting.resource if waiting else None,
+            waiting_message=waiting.message if waiting else None,
+        )

@@ -1,0 +1,52 @@
+"""What every request and response body of the HTTP API builds on.
+
+Requests take what people write (`"4Ti"`, `"H100:1"`, `"1h"`) and are turned
+into domain models (models.snapshot, models.quota) once, in `to_*` methods, through
+`to_domain`; responses are built from store records and the last tick's metrics.
+One module per resource family holds its bodies, cut as api/routes is.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from api.errors import invalid_from_validation
+from api.store.records import ReportedOutcome
+from models.errors import ErrorCode
+
+M = TypeVar("M", bound=BaseModel)
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN, examples=["research"])]
+Quantities = Annotated[
+    dict[str, str | int],
+    Field(
+        description="resource -> Kubernetes quantity", examples=[{"cpu": "512", "memory": "4Ti"}]
+    ),
+]
+DeviceCounts = Annotated[
+    dict[str, int],
+    Field(description="device (H100, nvidia-t4, A100/1g.5gb) -> count", examples=[{"H100": 48}]),
+]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def to_domain(model: type[M], data: dict[str, Any], where: tuple[str | int, ...]) -> M:
+    """Validate `data` into a domain model; errors name the field under `where`."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        problems = [{**p, "loc": (*where, *p["loc"])} for p in error.errors()]
+        raise invalid_from_validation(problems) from None
+
+
+class ExecutorReport(Body):
+    """What an executor says happened to a scheduled action or job (api.routes.actions, jobs)."""
+
+    outcome: ReportedOutcome
+    code: ErrorCode | None = Field(default=None, description="for failed: the failure's code")
+    message: str | None = None

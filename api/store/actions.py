@@ -1,0 +1,494 @@
+"""The capped queues' state: settings, queues, clusters, reusable environments and actions.
+
+Domain objects are stored as the JSON of their pydantic models; the columns beside
+them are only what queries filter or order on (and what the tick writes: a queue's
+head_blocked_since, an environment's running and placement).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from api.store.connection import SqliteFile, read_time, stored_time
+from api.store.records import (
+    ActionRecord,
+    EnvironmentRecord,
+    Phase,
+    QueueCounts,
+    QueueRecord,
+    ReportedOutcome,
+)
+from models.errors import (
+    AlreadyExists,
+    ErrorCode,
+    FailedPrecondition,
+    InvalidInput,
+    NotFound,
+    QueueDraining,
+    ResourceExhausted,
+)
+from models.snapshot import DEFAULT_QUEUE, Action, Cluster, Environment, Placement, Queue, Settings
+
+LIVE_SQL = "('queued', 'scheduled', 'running')"  # records.LIVE_PHASES, as SQL
+
+
+def queue_body(queue: Queue) -> str:
+    # head_blocked_since has its own column: the tick writes it, people write the rest.
+    return queue.model_dump_json(exclude={"head_blocked_since"})
+
+
+def _environment_body(environment: Environment) -> str:
+    return environment.model_dump_json(exclude={"running", "placement"})
+
+
+class SqliteActions(SqliteFile):
+    """Settings, queues, clusters, environments and actions over one SQLite file."""
+
+    # -- settings ------------------------------------------------------------------------------
+
+    def get_settings(self) -> Settings:
+        with self._read() as conn:
+            (body,) = conn.execute("SELECT body FROM settings").fetchone()
+        return Settings.model_validate_json(body)
+
+    def put_settings(self, settings: Settings) -> None:
+        with self._write() as conn:
+            conn.execute("UPDATE settings SET body = ?", (settings.model_dump_json(),))
+
+    # -- queues --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _queue_record(row: tuple[str, int, str | None]) -> QueueRecord:
+        body, draining, blocked = row
+        queue = Queue.model_validate_json(body)
+        if blocked is not None:
+            queue = queue.model_copy(update={"head_blocked_since": read_time(blocked)})
+        return QueueRecord(queue=queue, draining=bool(draining))
+
+    @staticmethod
+    def _fetch_queue(conn: sqlite3.Connection, name: str) -> QueueRecord:
+        row = conn.execute(
+            "SELECT body, draining, head_blocked_since FROM queues WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"queue {name!r} does not exist", field="queue")
+        return SqliteActions._queue_record(row)
+
+    @staticmethod
+    def _check_routes(conn: sqlite3.Connection, queue: Queue) -> None:
+        for cluster in queue.clusters or []:
+            if conn.execute("SELECT 1 FROM clusters WHERE name = ?", (cluster,)).fetchone() is None:
+                raise InvalidInput(
+                    f"clusters: queue {queue.name} routes to {cluster!r}, which is not a"
+                    " known cluster (put the cluster first)",
+                    field="clusters",
+                )
+
+    def create_queue(self, queue: Queue) -> QueueRecord:
+        with self._write() as conn:
+            self._check_routes(conn, queue)
+            try:
+                conn.execute(
+                    "INSERT INTO queues (name, body) VALUES (?, ?)",
+                    (queue.name, queue_body(queue)),
+                )
+            except sqlite3.IntegrityError:
+                raise AlreadyExists(f"queue {queue.name!r} already exists", field="name") from None
+        return QueueRecord(queue=queue, draining=False)
+
+    def update_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
+        """Apply `changes` (field -> new value, in the JSON spelling) to queue `name`."""
+        with self._write() as conn:
+            current = self._fetch_queue(conn, name)
+            data = json.loads(queue_body(current.queue))
+            data.update(changes)
+            queue = Queue.model_validate(data)
+            self._check_routes(conn, queue)
+            conn.execute("UPDATE queues SET body = ? WHERE name = ?", (queue_body(queue), name))
+        return QueueRecord(
+            queue=queue.model_copy(update={"head_blocked_since": current.queue.head_blocked_since}),
+            draining=current.draining,
+        )
+
+    def get_queue(self, name: str) -> QueueRecord:
+        with self._read() as conn:
+            return self._fetch_queue(conn, name)
+
+    def list_queues(self) -> list[QueueRecord]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT body, draining, head_blocked_since FROM queues ORDER BY name"
+            ).fetchall()
+        return [self._queue_record(row) for row in rows]
+
+    def set_draining(self, name: str, draining: bool) -> QueueRecord:
+        with self._write() as conn:
+            current = self._fetch_queue(conn, name)
+            conn.execute("UPDATE queues SET draining = ? WHERE name = ?", (int(draining), name))
+        return QueueRecord(queue=current.queue, draining=draining)
+
+    def delete_queue(self, name: str) -> None:
+        if name == DEFAULT_QUEUE:
+            raise FailedPrecondition(
+                "the default queue always exists: work that names no queue goes there",
+                field="name",
+            )
+        with self._write() as conn:
+            self._fetch_queue(conn, name)
+            (live,) = conn.execute(
+                f"SELECT COUNT(*) FROM actions WHERE queue = ? AND phase IN {LIVE_SQL}", (name,)
+            ).fetchone()
+            if live:
+                raise FailedPrecondition(
+                    f"queue {name} is not empty: {live} actions are waiting or in flight;"
+                    " drain it and wait for them to finish (or cancel them) first"
+                )
+            running = conn.execute(
+                "SELECT name FROM environments WHERE queue = ? AND running = 1", (name,)
+            ).fetchone()
+            if running:
+                raise FailedPrecondition(
+                    f"queue {name} still has the reusable environment {running[0]} running;"
+                    " stop it first"
+                )
+            conn.execute("DELETE FROM environments WHERE queue = ?", (name,))
+            conn.execute("DELETE FROM queues WHERE name = ?", (name,))
+
+    def queue_counts(self, queue: str | None = None) -> dict[str, QueueCounts]:
+        """Live actions per queue (of one queue, when named)."""
+        sql = f"SELECT queue, phase, COUNT(*) FROM actions WHERE phase IN {LIVE_SQL}"
+        args: tuple[str, ...] = ()
+        if queue is not None:
+            sql, args = sql + " AND queue = ?", (queue,)
+        with self._read() as conn:
+            rows = conn.execute(sql + " GROUP BY queue, phase", args).fetchall()
+        tallies: dict[str, dict[str, int]] = {}
+        for queue, phase, count in rows:
+            tallies.setdefault(queue, {})[phase] = count
+        return {queue: QueueCounts(**tally) for queue, tally in tallies.items()}
+
+    # -- clusters ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_placements_fit(conn: sqlite3.Connection, cluster: Cluster) -> None:
+        """Refuse a cluster change that would strand a placed action or pool."""
+        pools = {pool.name: pool for pool in cluster.node_pools}
+        rows = conn.execute(
+            f"SELECT id, placement FROM actions WHERE cluster = ? AND phase IN {LIVE_SQL}"
+            " UNION ALL SELECT name, placement FROM environments WHERE cluster = ? AND running = 1",
+            (cluster.name, cluster.name),
+        ).fetchall()
+        for owner, placement_json in rows:
+            for spot in Placement.model_validate_json(placement_json).containers:
+                pool = pools.get(spot.node_pool)
+                if pool is None or spot.node >= max(pool.full_scale, pool.nodes):
+                    raise FailedPrecondition(
+                        f"cluster {cluster.name}: {owner} runs on node {spot.node} of node pool"
+                        f" {spot.node_pool}, which this change removes; wait for it to finish",
+                        field="node_pools",
+                    )
+
+    def put_cluster(self, cluster: Cluster) -> None:
+        with self._write() as conn:
+            self._check_placements_fit(conn, cluster)
+            conn.execute(
+                "INSERT INTO clusters VALUES (?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET body = excluded.body",
+                (cluster.name, cluster.model_dump_json()),
+            )
+
+    def get_cluster(self, name: str) -> Cluster:
+        with self._read() as conn:
+            row = conn.execute("SELECT body FROM clusters WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"cluster {name!r} does not exist", field="cluster")
+        return Cluster.model_validate_json(row[0])
+
+    def list_clusters(self) -> list[Cluster]:
+        with self._read() as conn:
+            rows = conn.execute("SELECT body FROM clusters ORDER BY name").fetchall()
+        return [Cluster.model_validate_json(body) for (body,) in rows]
+
+    def delete_cluster(self, name: str) -> None:
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM clusters WHERE name = ?", (name,)).fetchone() is None:
+                raise NotFound(f"cluster {name!r} does not exist", field="cluster")
+            for body, draining, blocked in conn.execute(
+                "SELECT body, draining, head_blocked_since FROM queues"
+            ).fetchall():
+                queue = self._queue_record((body, draining, blocked)).queue
+                if name in (queue.clusters or []):
+                    raise FailedPrecondition(
+                        f"queue {queue.name} routes to cluster {name}; change its clusters first"
+                    )
+            self._check_placements_fit(conn, Cluster(name=name))
+            conn.execute("DELETE FROM clusters WHERE name = ?", (name,))
+
+    # -- environments --------------------------------------------------------------------------
+
+    @staticmethod
+    def _environment_record(row: tuple[str, int, str | None]) -> EnvironmentRecord:
+        body, running, placement = row
+        data = json.loads(body)
+        data["running"] = bool(running)
+        data["placement"] = json.loads(placement) if placement else None
+        return EnvironmentRecord(environment=Environment.model_validate(data))
+
+    def put_environment(self, environment: Environment) -> EnvironmentRecord:
+        """Define or resize a reusable pool; a running pool keeps its size until it stops."""
+        with self._write() as conn:
+            self._fetch_queue(conn, environment.queue)
+            row = conn.execute(
+                "SELECT queue, running FROM environments WHERE name = ?", (environment.name,)
+            ).fetchone()
+            if row is not None and row[1]:
+                raise FailedPrecondition(
+                    f"environment {environment.name} is running; its pool is charged at the size"
+                    " it started with, so stop it before changing it",
+                    field="name",
+                )
+            if row is not None and row[0] != environment.queue:
+                (live,) = conn.execute(
+                    f"SELECT COUNT(*) FROM actions WHERE environment = ? AND phase IN {LIVE_SQL}",
+                    (environment.name,),
+                ).fetchone()
+                if live:
+                    raise FailedPrecondition(
+                        f"environment {environment.name} has {live} live actions on queue"
+                        f" {row[0]}; it cannot move to queue {environment.queue} now",
+                        field="queue",
+                    )
+            conn.execute(
+                "INSERT INTO environments (name, queue, body) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, body = excluded.body",
+                (environment.name, environment.queue, _environment_body(environment)),
+            )
+        return EnvironmentRecord(environment=environment.model_copy(update={"running": False}))
+
+    def get_environment(self, name: str) -> EnvironmentRecord:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT body, running, placement FROM environments WHERE name = ?", (name,)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"environment {name!r} does not exist", field="environment")
+        return self._environment_record(row)
+
+    def list_environments(self) -> list[EnvironmentRecord]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT body, running, placement FROM environments ORDER BY name"
+            ).fetchall()
+        return [self._environment_record(row) for row in rows]
+
+    def stop_environment(self, name: str) -> EnvironmentRecord:
+        """The pool's containers shut down: its charges are freed."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT body, running, placement FROM environments WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"environment {name!r} does not exist", field="environment")
+            (live,) = conn.execute(
+                "SELECT COUNT(*) FROM actions WHERE environment = ?"
+                " AND phase IN ('scheduled', 'running')",
+                (name,),
+            ).fetchone()
+            if live:
+                raise FailedPrecondition(
+                    f"environment {name} still runs {live} actions; it stops when they finish"
+                )
+            conn.execute(
+                "UPDATE environments SET running = 0, placement = NULL, cluster = NULL"
+                " WHERE name = ?",
+                (name,),
+            )
+        return self._environment_record((row[0], 0, None))
+
+    # -- actions -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _insert_actions(conn: sqlite3.Connection, actions: list[Action]) -> None:
+        """Check and insert one submission; api.store.sqlite's group commit calls this inside
+        the submission's savepoint, so a refusal undoes only this submission."""
+        queues: dict[str, QueueRecord] = {}
+        for action in actions:
+            if action.queue not in queues:
+                queues[action.queue] = SqliteActions._fetch_queue(conn, action.queue)
+        for name, record in queues.items():
+            if record.draining:
+                raise QueueDraining(
+                    f"queue {name} is draining: it finishes what it holds and accepts nothing"
+                    " new; submit to another queue",
+                    field="queue",
+                )
+            depth = record.queue.depth
+            if depth is None:
+                continue
+            adding = sum(1 for action in actions if action.queue == name)
+            (used,) = conn.execute(
+                f"SELECT COUNT(*) FROM actions WHERE queue = ? AND phase IN {LIVE_SQL}", (name,)
+            ).fetchone()
+            if used + adding > depth:
+                raise ResourceExhausted(
+                    f"queue {name} is full: depth {depth}, {used} in flight or waiting,"
+                    f" {adding} more submitted; slow down and retry later",
+                    field="queue",
+                )
+        environments: dict[str, str | None] = {}
+        for action in actions:
+            if action.environment is None:
+                continue
+            if action.environment not in environments:
+                row = conn.execute(
+                    "SELECT queue FROM environments WHERE name = ?", (action.environment,)
+                ).fetchone()
+                environments[action.environment] = row[0] if row else None
+            owner = environments[action.environment]
+            if owner is None:
+                raise NotFound(
+                    f"environment {action.environment!r} does not exist (put it first)",
+                    field="environment",
+                )
+            if owner != action.queue:
+                raise InvalidInput(
+                    f"environment {action.environment} belongs to queue {owner}, not"
+                    f" {action.queue}",
+                    field="queue",
+                )
+        try:
+            conn.executemany(
+                "INSERT INTO actions (id, queue, phase, body, environment, submitted_at)"
+                " VALUES (?, ?, 'queued', ?, ?, ?)",
+                [
+                    (
+                        action.id,
+                        action.queue,
+                        action.model_dump_json(exclude={"state", "placement"}),
+                        action.environment,
+                        stored_time(action.submitted_at),
+                    )
+                    for action in actions
+                ],
+            )
+        except sqlite3.IntegrityError:
+            taken = [
+                action.id
+                for action in actions
+                if conn.execute("SELECT 1 FROM actions WHERE id = ?", (action.id,)).fetchone()
+            ]
+            ids = taken or [a.id for a in actions]
+            raise AlreadyExists(
+                f"action {ids[0]!r} already exists (ids must be unique)", field="id"
+            ) from None
+
+    _ACTION_COLUMNS = "body, phase, placement, code, message, scheduled_at, started_at, finished_at"
+
+    @staticmethod
+    def _action_record(row: tuple[Any, ...]) -> ActionRecord:
+        body, phase, placement, code, message, scheduled_at, started_at, finished_at = row
+        return ActionRecord(
+            action=Action.model_validate_json(body),
+            phase=Phase(phase),
+            placement=Placement.model_validate_json(placement) if placement else None,
+            code=ErrorCode(code) if code else None,
+            message=message,
+            scheduled_at=read_time(scheduled_at),
+            started_at=read_time(started_at),
+            finished_at=read_time(finished_at),
+        )
+
+    def _fetch_action(self, conn: sqlite3.Connection, action_id: str) -> ActionRecord:
+        row = conn.execute(
+            f"SELECT {self._ACTION_COLUMNS} FROM actions WHERE id = ?", (action_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"action {action_id!r} does not exist", field="action")
+        return self._action_record(row)
+
+    def get_action(self, action_id: str) -> ActionRecord:
+        with self._read() as conn:
+            return self._fetch_action(conn, action_id)
+
+    def list_actions(
+        self,
+        *,
+        queue: str | None = None,
+        phase: Phase | None = None,
+        cluster: str | None = None,
+        limit: int = 100,
+    ) -> list[ActionRecord]:
+        """Actions in arrival order, filtered; executors poll `phase=scheduled` here."""
+        where, args = [], []
+        for column, value in (("queue", queue), ("phase", phase), ("cluster", cluster)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(str(value))
+        sql = f"SELECT {self._ACTION_COLUMNS} FROM actions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        with self._read() as conn:
+            rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
+        return [self._action_record(row) for row in rows]
+
+    def cancel_action(self, action_id: str, now: datetime) -> ActionRecord:
+        with self._write() as conn:
+            record = self._fetch_action(conn, action_id)
+            if not record.phase.live:
+                raise FailedPrecondition(
+                    f"action {action_id} already finished ({record.phase.value})", field="action"
+                )
+            conn.execute(
+                "UPDATE actions SET phase = 'cancelled', finished_at = ? WHERE id = ?",
+                (stored_time(now), action_id),
+            )
+            return self._fetch_action(conn, action_id)
+
+    def report(
+        self,
+        action_id: str,
+        outcome: ReportedOutcome,
+        now: datetime,
+        code: ErrorCode | None = None,
+        message: str | None = None,
+    ) -> ActionRecord:
+        """An executor's word on a scheduled action; finishing frees its charges."""
+        with self._write() as conn:
+            record = self._fetch_action(conn, action_id)
+            allowed = (
+                (Phase.SCHEDULED,)
+                if outcome is ReportedOutcome.STARTED
+                else (Phase.SCHEDULED, Phase.RUNNING)
+            )
+            if record.phase not in allowed:
+                raise FailedPrecondition(
+                    f"action {action_id} is {record.phase.value}; only"
+                    f" {' or '.join(p.value for p in allowed)} actions can be reported"
+                    f" {outcome.value}",
+                    field="action",
+                )
+            if outcome is ReportedOutcome.STARTED:
+                conn.execute(
+                    "UPDATE actions SET phase = 'running', started_at = ? WHERE id = ?",
+                    (stored_time(now), action_id),
+                )
+            elif outcome is ReportedOutcome.SUCCEEDED:
+                conn.execute(
+                    "UPDATE actions SET phase = 'succeeded', finished_at = ? WHERE id = ?",
+                    (stored_time(now), action_id),
+                )
+            else:
+                conn.execute(
+                    "UPDATE actions SET phase = 'failed', code = ?, message = ?, finished_at = ?"
+                    " WHERE id = ?",
+                    (
+                        code.value if code else None,
+                        message or "the executor reported a failure",
+                        stored_time(now),
+                        action_id,
+                    ),
+                )
+            return self._fetch_action(conn, action_id)

@@ -1,0 +1,278 @@
+"""What the store holds and hands out: record types, their enums, and the Store interface.
+
+The service reaches durable state only through `Store` (api.store.sqlite.SqliteStore is the
+implementation). Records are plain frozen dataclasses around the domain models, with the
+life the store tracks beside them (phase, times, the last preemption).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from models.errors import ErrorCode
+from models.quota import (
+    Job,
+    JobQueue,
+    JobQueueStatus,
+    SchedulingPolicy,
+    ServiceEnvironment,
+)
+from models.quota_result import PreemptReason
+from models.result import TickResult
+from models.snapshot import (
+    Action,
+    Cluster,
+    Environment,
+    Placement,
+    Queue,
+    Settings,
+    Snapshot,
+)
+
+
+class Phase(StrEnum):
+    """Where an action is in its life. Only the first three hold a place in the queue."""
+
+    QUEUED = "queued"
+    SCHEDULED = "scheduled"  # the tick placed it; charges count from here
+    RUNNING = "running"  # an executor reported it started
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def live(self) -> bool:
+        return self in LIVE_PHASES
+
+    @property
+    def charged(self) -> bool:
+        """Scheduled and unfinished: what a queue's caps count."""
+        return self in (Phase.SCHEDULED, Phase.RUNNING)
+
+
+LIVE_PHASES = (Phase.QUEUED, Phase.SCHEDULED, Phase.RUNNING)
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    queue: Queue  # settings, with head_blocked_since as persisted by the last tick
+    draining: bool
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """Live actions of one queue, counted in the store (not by a tick)."""
+
+    queued: int = 0
+    scheduled: int = 0
+    running: int = 0
+
+    @property
+    def depth_used(self) -> int:
+        """In flight plus waiting: what the depth limit counts."""
+        return self.queued + self.scheduled + self.running
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    action: Action  # as submitted (state queued, no placement)
+    phase: Phase
+    placement: Placement | None
+    code: ErrorCode | None
+    message: str | None
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def submitted(cls, action: Action) -> ActionRecord:
+        """The record of an action just submitted."""
+        return cls(action, Phase.QUEUED, None, None, None, None, None, None)
+
+
+@dataclass(frozen=True)
+class EnvironmentRecord:
+    environment: Environment  # running and placement filled in
+
+
+class ReportedOutcome(StrEnum):
+    """What an executor reports about a scheduled action or a job holding instances."""
+
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+# -- quota-managed job queues ------------------------------------------------------------------
+
+
+class JobPhase(StrEnum):
+    """Where a job is in its life; the first three are live (in a line or holding instances)."""
+
+    QUEUED = "QUEUED"
+    SCHEDULED = "SCHEDULED"  # the tick gave it its instances
+    RUNNING = "RUNNING"  # an executor reported it started
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def live(self) -> bool:
+        return self in (JobPhase.QUEUED, JobPhase.SCHEDULED, JobPhase.RUNNING)
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """The last time a job was preempted: when, why, and the job it made room for."""
+
+    at: datetime
+    reason: PreemptReason
+    beneficiary: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job: Job  # as submitted (QUEUED, no started_at)
+    phase: JobPhase
+    code: ErrorCode | None
+    message: str | None
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    preemptions: int
+    last_preemption: Preemption | None
+
+
+@dataclass(frozen=True)
+class JobQueueRecord:
+    queue: JobQueue
+    status: JobQueueStatus  # judged now against the stored policies and environments
+    max_capacity: dict[str, int]  # its service environment's capacity limits
+
+
+@dataclass(frozen=True)
+class ShareCounts:
+    """Live jobs of one share, counted in the store (not by a tick)."""
+
+    queued: int = 0
+    scheduled: int = 0
+    running: int = 0
+
+
+@dataclass
+class AppliedJobs:
+    """What of a tick's job decisions still applied when it was written back."""
+
+    scheduled: int = 0
+    preempted: int = 0
+    failed: int = 0
+    stale: list[str] = field(default_factory=list)  # jobs that changed during the tick
+
+
+@dataclass(frozen=True)
+class AppliedTick:
+    """What of a tick's decisions still applied when it was written back."""
+
+    scheduled: int
+    failed: int
+    environments_started: int
+    stale: list[str] = field(default_factory=list)  # actions that changed during the tick
+    jobs: AppliedJobs = field(default_factory=AppliedJobs)  # the job queues' decisions
+
+
+# -- the interface -----------------------------------------------------------------------------
+
+
+class QuotaStore(Protocol):
+    """The job queues' part of the service's store."""
+
+    def put_scheduling_policy(self, policy: SchedulingPolicy) -> SchedulingPolicy: ...
+    def get_scheduling_policy(self, name: str) -> SchedulingPolicy: ...
+    def list_scheduling_policies(self) -> list[SchedulingPolicy]: ...
+
+    def put_service_environment(self, environment: ServiceEnvironment) -> ServiceEnvironment: ...
+    def get_service_environment(self, name: str) -> ServiceEnvironment: ...
+    def list_service_environments(self) -> list[ServiceEnvironment]: ...
+
+    def create_job_queue(self, queue: JobQueue) -> JobQueueRecord: ...
+    def update_job_queue(
+        self, name: str, change: Callable[[JobQueue], JobQueue]
+    ) -> JobQueueRecord: ...
+    def get_job_queue(self, name: str) -> JobQueueRecord: ...
+    def list_job_queues(self) -> list[JobQueueRecord]: ...
+    def share_counts(self, job_queue: str | None = None) -> dict[tuple[str, str], ShareCounts]: ...
+
+    def submit_job(self, job: Job) -> JobRecord: ...
+    def get_job(self, job_id: str) -> JobRecord: ...
+    def list_jobs(
+        self,
+        *,
+        job_queue: str | None = None,
+        share: str | None = None,
+        phase: JobPhase | None = None,
+        limit: int = 100,
+    ) -> list[JobRecord]: ...
+    def cancel_job(self, job_id: str, now: datetime) -> JobRecord: ...
+    def report_job(
+        self,
+        job_id: str,
+        outcome: ReportedOutcome,
+        now: datetime,
+        code: ErrorCode | None = None,
+        message: str | None = None,
+    ) -> JobRecord: ...
+
+
+class Store(QuotaStore, Protocol):
+    """The service's only access to durable state."""
+
+    def get_settings(self) -> Settings: ...
+    def put_settings(self, settings: Settings) -> None: ...
+
+    def create_queue(self, queue: Queue) -> QueueRecord: ...
+    def update_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord: ...
+    def get_queue(self, name: str) -> QueueRecord: ...
+    def list_queues(self) -> list[QueueRecord]: ...
+    def set_draining(self, name: str, draining: bool) -> QueueRecord: ...
+    def delete_queue(self, name: str) -> None: ...
+    def queue_counts(self, queue: str | None = None) -> dict[str, QueueCounts]: ...
+
+    def put_cluster(self, cluster: Cluster) -> None: ...
+    def get_cluster(self, name: str) -> Cluster: ...
+    def list_clusters(self) -> list[Cluster]: ...
+    def delete_cluster(self, name: str) -> None: ...
+
+    def put_environment(self, environment: Environment) -> EnvironmentRecord: ...
+    def get_environment(self, name: str) -> EnvironmentRecord: ...
+    def list_environments(self) -> list[EnvironmentRecord]: ...
+    def stop_environment(self, name: str) -> EnvironmentRecord: ...
+
+    def submit(self, actions: list[Action]) -> None: ...
+    def get_action(self, action_id: str) -> ActionRecord: ...
+    def list_actions(
+        self,
+        *,
+        queue: str | None = None,
+        phase: Phase | None = None,
+        cluster: str | None = None,
+        limit: int = 100,
+    ) -> list[ActionRecord]: ...
+    def cancel_action(self, action_id: str, now: datetime) -> ActionRecord: ...
+    def report(
+        self,
+        action_id: str,
+        outcome: ReportedOutcome,
+        now: datetime,
+        code: ErrorCode | None = None,
+        message: str | None = None,
+    ) -> ActionRecord: ...
+
+    def read_snapshot(self, now: datetime) -> Snapshot: ...
+    def apply_tick(self, result: TickResult) -> AppliedTick: ...
+
+    def close(self) -> None: ...

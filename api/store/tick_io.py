@@ -1,0 +1,227 @@
+"""A tick's input and output: the snapshot read in one transaction, decisions written in one.
+
+The snapshot holds the capped queues' state and the job queues' (api.store.job_queues),
+read in the same read transaction; a tick's decisions of both kinds are applied in one
+write transaction, all or none.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime
+from pathlib import Path
+
+from api.store.actions import LIVE_SQL
+from api.store.connection import SqliteFile, stored_time
+from api.store.job_queues import apply_quota_decisions, read_quota_snapshot
+from api.store.records import AppliedJobs, AppliedTick, Phase
+from models.result import TickResult
+from models.snapshot import Action, ActionState, ContainerPlacement, Placement, Snapshot
+
+
+class ActionCache:
+    """Validated actions by id, so a tick does not parse thousands of JSON bodies again.
+
+    An action's body never changes after submission, and its placement never
+    changes once set, so both parsed forms stay valid for the action's life.
+    The solver receives these shared objects and must not mutate them.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._generation = 0  # advanced by each snapshot read
+        self._submitted: dict[str, tuple[Action, int]] = {}
+        self._placed: dict[str, Action] = {}  # the running form, with state and placement
+
+    def remember(self, actions: list[Action]) -> None:
+        with self._lock:
+            for action in actions:
+                self._submitted[action.id] = (action, self._generation)
+
+    def start_read(self) -> int:
+        """Call before the snapshot's read transaction begins."""
+        with self._lock:
+            self._generation += 1
+            return self._generation
+
+    def missing(self, ids: list[str]) -> list[str]:
+        with self._lock:
+            return [action_id for action_id in ids if action_id not in self._submitted]
+
+    def live(
+        self, rows: list[tuple[str, str, str | None]], bodies: dict[str, str], generation: int
+    ) -> list[Action]:
+        """The snapshot's actions for rows of (id, phase, placement), in order.
+
+        Entries of actions that are no longer live are dropped, except those
+        remembered since the read began (submitted after its transaction started).
+        """
+        with self._lock:
+            for action_id, body in bodies.items():
+                self._submitted[action_id] = (Action.model_validate_json(body), generation)
+            actions: list[Action] = []
+            placed: dict[str, Action] = {}
+            for action_id, phase, placement in rows:
+                action = self._submitted[action_id][0]
+                if phase != Phase.QUEUED:
+                    # Scheduled and running actions both hold their charges.
+                    action = self._placed.get(action_id) or action.model_copy(
+                        update={
+                            "state": ActionState.RUNNING,
+                            "placement": Placement.model_validate_json(placement)
+                            if placement
+                            else None,
+                        }
+                    )
+                    placed[action_id] = action
+                actions.append(action)
+            live = {action_id for action_id, _, _ in rows}
+            self._submitted = {
+                action_id: entry
+                for action_id, entry in self._submitted.items()
+                if action_id in live or entry[1] >= generation
+            }
+            self._placed = placed
+            return actions
+
+
+class SqliteTickIO(SqliteFile):
+    """Reads the snapshot a tick solves and writes its decisions back."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path)
+        self._action_cache = ActionCache()
+        # One snapshot read at a time: the action cache is consulted, then pruned.
+        self._snapshot_lock = threading.Lock()
+
+    def read_snapshot(self, now: datetime) -> Snapshot:
+        """Everything the tick needs, read in one transaction so it is consistent."""
+        with self._snapshot_lock:
+            return self._read_snapshot(now)
+
+    def _read_snapshot(self, now: datetime) -> Snapshot:
+        generation = self._action_cache.start_read()
+        with self._read() as conn:
+            (settings,) = conn.execute("SELECT body FROM settings").fetchone()
+            queue_rows = conn.execute(
+                "SELECT body, head_blocked_since FROM queues ORDER BY name"
+            ).fetchall()
+            cluster_rows = conn.execute("SELECT body FROM clusters ORDER BY name").fetchall()
+            environment_rows = conn.execute(
+                "SELECT body, running, placement FROM environments ORDER BY name"
+            ).fetchall()
+            action_rows = conn.execute(
+                f"SELECT id, phase, placement FROM actions WHERE phase IN {LIVE_SQL} ORDER BY seq"
+            ).fetchall()
+            quota = read_quota_snapshot(conn)  # the job queues, in the same transaction
+            missing = self._action_cache.missing([action_id for action_id, _, _ in action_rows])
+            bodies: dict[str, str] = {}
+            for start in range(0, len(missing), 500):
+                chunk = missing[start : start + 500]
+                bodies.update(
+                    conn.execute(
+                        f"SELECT id, body FROM actions WHERE id IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    ).fetchall()
+                )
+        queues = []
+        for body, blocked in queue_rows:
+            data = json.loads(body)
+            data["head_blocked_since"] = blocked
+            queues.append(data)
+        environments = []
+        for body, running, placement in environment_rows:
+            data = json.loads(body)
+            data["running"] = bool(running)
+            data["placement"] = json.loads(placement) if placement else None
+            environments.append(data)
+        return Snapshot.model_validate(
+            {
+                "now": now,
+                "settings": json.loads(settings),
+                "queues": queues,
+                "clusters": [json.loads(body) for (body,) in cluster_rows],
+                "environments": environments,
+                "actions": self._action_cache.live(action_rows, bodies, generation),
+                **quota,
+            }
+        )
+
+    def apply_tick(self, result: TickResult) -> AppliedTick:
+        """Write a tick's decisions back in one transaction: all of them or none.
+
+        A decision applies only to an action still queued: one cancelled while the
+        tick ran stays cancelled, and no action is ever scheduled twice.
+        """
+        now = stored_time(result.now)
+        stale: list[str] = []
+        scheduled = failed = started = 0
+        with self._write() as conn:
+            for start in result.environments_started:
+                placement = Placement(
+                    cluster=start.cluster,
+                    containers=[
+                        ContainerPlacement(name=c.name, node_pool=c.node_pool, node=c.node)
+                        for c in start.containers
+                    ],
+                )
+                started += conn.execute(
+                    "UPDATE environments SET running = 1, placement = ?, cluster = ?"
+                    " WHERE name = ? AND running = 0",
+                    (placement.model_dump_json(), start.cluster, start.environment),
+                ).rowcount
+            for decision in result.scheduled:
+                placement_json = cluster = None
+                if decision.cluster is not None:
+                    cluster = decision.cluster
+                    placement_json = Placement(
+                        cluster=decision.cluster,
+                        containers=[
+                            ContainerPlacement(name=c.name, node_pool=c.node_pool, node=c.node)
+                            for c in decision.containers
+                        ],
+                    ).model_dump_json()
+                elif decision.environment is not None:
+                    # Joining a pool: the pool must be up, or the action stays queued.
+                    row = conn.execute(
+                        "SELECT running FROM environments WHERE name = ?", (decision.environment,)
+                    ).fetchone()
+                    if not row or not row[0]:
+                        stale.append(decision.action)
+                        continue
+                changed = conn.execute(
+                    "UPDATE actions SET phase = 'scheduled', placement = ?, cluster = ?,"
+                    " scheduled_at = ? WHERE id = ? AND phase = 'queued'",
+                    (placement_json, cluster, now, decision.action),
+                ).rowcount
+                scheduled += changed
+                if not changed:
+                    stale.append(decision.action)
+            for failure in result.failed:
+                changed = conn.execute(
+                    "UPDATE actions SET phase = 'failed', code = ?, message = ?, finished_at = ?"
+                    " WHERE id = ? AND phase = 'queued'",
+                    (failure.code.value, failure.message, now, failure.action),
+                ).rowcount
+                failed += changed
+                if not changed:
+                    stale.append(failure.action)
+            conn.executemany(
+                "UPDATE queues SET head_blocked_since = ? WHERE name = ?",
+                [
+                    (
+                        stored_time(metrics.head_blocked_since) if metrics.head_blocked else None,
+                        name,
+                    )
+                    for name, metrics in result.queues.items()
+                ],
+            )
+            jobs = apply_quota_decisions(conn, result.quota) if result.quota else AppliedJobs()
+        return AppliedTick(
+            scheduled=scheduled,
+            failed=failed,
+            environments_started=started,
+            stale=stale,
+            jobs=jobs,
+        )
