@@ -405,8 +405,9 @@ class Action(_Tracked):
         return _client(client).request("GET", "/actions", params=params)
 
 
-class Fleet:
-    """Clusters, organization settings and reusable environments."""
+class FleetConfig:
+    """The fleet's configuration: queues put whole, clusters, organization settings and
+    reusable environments."""
 
     @staticmethod
     def put_queue(queue: JSON, *, client: SluiceClient | None = None) -> str:

@@ -16,10 +16,11 @@ from typing import Any
 
 import click
 
+from api.cli.context import Remote, pass_remote
 from api.client import SluiceClient
 
 
-@click.command()
+@click.command("explain")
 @click.argument("action_id")
 @click.option(
     "--file",
@@ -36,9 +37,9 @@ from api.client import SluiceClient
     show_default=True,
     help="With --file: the tick's solver time limit in seconds.",
 )
-@click.pass_context
-def explain(
-    ctx: click.Context,
+@pass_remote
+def explain_command(
+    remote: Remote,
     action_id: str,
     path: Path | None,
     server: str | None,
@@ -56,7 +57,6 @@ def explain(
         explanation = explain_offline(load_snapshot(path), action_id, options=options)
         data = explanation.model_dump(mode="json", exclude_none=True)
     else:
-        remote = ctx.obj
         client = SluiceClient(server, remote.token) if server else remote.client
         data = client.request("GET", f"/actions/{action_id}/explanation")
     click.echo(json.dumps(data, indent=2) if as_json else explanation_text(data))

@@ -9,20 +9,18 @@
     sluice get job-queue training          shares with usage, lent, borrowed and line
     sluice submit-job --job-queue training --share project-a --instance-type ml.g5.xlarge
 
-api.cli.main registers these on its groups; they take the server connection from the
-group's context object (api.cli.main.Remote), so this module does not import api.cli.main.
+api.cli.main hangs these on its verb groups (`create job-queue`, `get job`, ...).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 import yaml
 
+from api.cli.context import OUTPUT, Remote, emit, pass_remote
 from api.client import Job as JobClient
 from api.client import JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvironment, SluiceClient
 from models.errors import InvalidInput
@@ -30,22 +28,12 @@ from models.quota import QueueState, ShareStrategy
 from models.quota_result import QuotaTickResult
 from models.scenario import read_yaml
 
-if TYPE_CHECKING:
-    from api.cli.main import Remote
-
-OUTPUT = click.option(
-    "-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format."
-)
 STATE = click.Choice([state.value for state in QueueState])
 SHARE_HELP = (
     "A quota share NAME:STRATEGY:TYPE=N[,TYPE=N...][:borrow-limit=PCT][:in-share-preemption],"
     " e.g. project-a:LEND_AND_BORROW:ml.g5.xlarge=1:borrow-limit=100 (repeat for several)."
 )
 JOB_STATES = ["QUEUED", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
-
-
-def _emit(data: Any, output: str, text: Callable[[Any], str]) -> None:
-    click.echo(json.dumps(data, indent=2) if output == "json" else text(data))
 
 
 # -- option parsing --------------------------------------------------------------------------
@@ -97,7 +85,7 @@ def parse_share(text: str) -> dict[str, Any]:
 # -- text views ------------------------------------------------------------------------------
 
 
-def _counts(amounts: dict[str, int]) -> str:
+def _format_counts(amounts: dict[str, int]) -> str:
     return ", ".join(f"{kind} {count}" for kind, count in amounts.items()) or "-"
 
 
@@ -220,8 +208,8 @@ def quota_summary(result: QuotaTickResult) -> str:
         for share in queue.shares.values():
             lines.append(
                 f"  {queue.name}/{share.name} ({share.strategy.value}): used"
-                f" {_counts(share.usage)}; borrowed {_counts(share.borrowed)};"
-                f" lent {_counts(share.lent)}"
+                f" {_format_counts(share.usage)}; borrowed {_format_counts(share.borrowed)};"
+                f" lent {_format_counts(share.lent)}"
             )
     return "\n".join(lines)
 
@@ -236,7 +224,7 @@ def quota_summary(result: QuotaTickResult) -> str:
     is_flag=True,
     help="Without a quota share policy (such a policy cannot serve quota shares).",
 )
-@click.pass_obj
+@pass_remote
 def create_scheduling_policy(remote: Remote, name: str, no_quota_share_policy: bool) -> None:
     """Create or replace scheduling policy NAME (quota share policy FIFO by default)."""
     policy = SchedulingPolicy.put(
@@ -255,7 +243,7 @@ def create_scheduling_policy(remote: Remote, name: str, no_quota_share_policy: b
     metavar="TYPE=COUNT",
     help="Most instances of one type (ml.g5.xlarge=3); repeat for several.",
 )
-@click.pass_obj
+@pass_remote
 def create_service_environment(remote: Remote, name: str, limits: tuple[str, ...]) -> None:
     """Create or replace service environment NAME (SAGEMAKER_TRAINING).
 
@@ -280,7 +268,7 @@ def create_service_environment(remote: Remote, name: str, limits: tuple[str, ...
     help="YAML/JSON job queue (a scenario file's job_queues entry).",
 )
 @OUTPUT
-@click.pass_obj
+@pass_remote
 def create_job_queue(
     remote: Remote,
     name: str | None,
@@ -307,7 +295,7 @@ def create_job_queue(
             raise InvalidInput(f"{path}: expected a mapping with a job queue's fields")
         data = {**data, **({"name": name} if name else {})}
         JobQueue.put(data, client=client)
-        _emit(JobQueue.details(data["name"], client=client), output, job_queue_detail)
+        emit(JobQueue.details(data["name"], client=client), output, job_queue_detail)
         return
     if not name or not scheduling_policy or not service_environment or not shares:
         raise InvalidInput(
@@ -322,7 +310,7 @@ def create_job_queue(
         state=state,
         client=client,
     )
-    _emit(queue, output, job_queue_detail)
+    emit(queue, output, job_queue_detail)
 
 
 @click.command("job-queue")
@@ -333,7 +321,7 @@ def create_job_queue(
 @click.option("--share", "shares", multiple=True, metavar="SPEC", help=SHARE_HELP)
 @click.option("--remove-share", "removed", multiple=True, metavar="NAME", help="Drop a share.")
 @OUTPUT
-@click.pass_obj
+@pass_remote
 def update_job_queue(
     remote: Remote,
     name: str,
@@ -368,13 +356,13 @@ def update_job_queue(
         queue = QuotaShare.put(name, share_name, client=client, **share)
     for share_name in removed:
         queue = QuotaShare.delete(name, share_name, client=client)
-    _emit(queue, output, job_queue_detail)
+    emit(queue, output, job_queue_detail)
 
 
 @click.command("job-queue")
 @click.argument("name", required=False)
 @OUTPUT
-@click.pass_obj
+@pass_remote
 def get_job_queue(remote: Remote, name: str | None, output: str) -> None:
     """One job queue with its shares' usage, lent, borrowed and line, or every job queue.
 
@@ -384,9 +372,9 @@ def get_job_queue(remote: Remote, name: str | None, output: str) -> None:
     """
     client = remote.client
     if name:
-        _emit(JobQueue.details(name, client=client), output, job_queue_detail)
+        emit(JobQueue.details(name, client=client), output, job_queue_detail)
     else:
-        _emit(JobQueue.list(client=client), output, job_queue_table)
+        emit(JobQueue.list(client=client), output, job_queue_table)
 
 
 @click.command("submit-job")
@@ -397,7 +385,7 @@ def get_job_queue(remote: Remote, name: str | None, output: str) -> None:
 @click.option("--priority", type=click.IntRange(0, 9999), help="Higher first [default: 0].")
 @click.option("--id", "job_id", help="The job's id [default: made by the server].")
 @click.option("--wait", is_flag=True, help="Wait until scheduled; a failure is the exit status.")
-@click.pass_obj
+@pass_remote
 def submit_job(
     remote: Remote,
     job_queue: str,
@@ -432,10 +420,10 @@ def submit_job(
 @click.command("job")
 @click.argument("job_id")
 @OUTPUT
-@click.pass_obj
+@pass_remote
 def get_job(remote: Remote, job_id: str, output: str) -> None:
     """One job: state, place in line, why it waits, its last preemption."""
-    _emit(JobClient.get(job_id, client=remote.client), output, job_detail)
+    emit(JobClient.get(job_id, client=remote.client), output, job_detail)
 
 
 @click.command("jobs")
@@ -444,7 +432,7 @@ def get_job(remote: Remote, job_id: str, output: str) -> None:
 @click.option("--state", type=click.Choice(JOB_STATES))
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @OUTPUT
-@click.pass_obj
+@pass_remote
 def get_jobs(
     remote: Remote,
     job_queue: str | None,
@@ -469,12 +457,12 @@ def get_jobs(
             lines.append(f"{job['id']:<28} {where:<28} {job['state']:<10} {detail}")
         return "\n".join(lines)
 
-    _emit(jobs, output, table)
+    emit(jobs, output, table)
 
 
 @click.command("job")
 @click.argument("job_id")
-@click.pass_obj
+@pass_remote
 def cancel_job(remote: Remote, job_id: str) -> None:
     """Cancel a job; if it held instances they are freed."""
     job = JobClient.cancel(job_id, client=remote.client)

@@ -112,7 +112,7 @@ def whatif() -> None:
     help="Directory for the result and change tables (Arrow IPC) and summary.txt.",
 )
 @TIME_LIMIT
-def run(
+def run_whatif(
     snapshot: Path,
     sets: tuple[str, ...],
     drops: tuple[tuple[str, str], ...],
@@ -155,17 +155,16 @@ def run(
     help="Worker processes solving variants side by side.",
 )
 @TIME_LIMIT
-def sweep(snapshot: Path, variants: Path, out: Path, workers: int, time_limit: float) -> None:
+def run_sweep(snapshot: Path, variants: Path, out: Path, workers: int, time_limit: float) -> None:
     """Solve the baseline and every variant of VARIANTS.yaml in parallel; compare them."""
     from solver import TickOptions
-    from solver.whatif.sweep import load_variants
-    from solver.whatif.sweep import sweep as run_sweep
+    from solver.whatif.sweep import load_variants, sweep
 
     _check_free(out)
     listed = load_variants(variants)
     options = TickOptions(time_limit_s=time_limit)
     with click.progressbar(length=len(listed) + 1, label="solving", file=sys.stderr) as bar:
-        result = run_sweep(snapshot, listed, options, workers, lambda: bar.update(1))
+        result = sweep(snapshot, listed, options, workers, lambda: bar.update(1))
     with staged(out) as target:
         result.write(target)
     click.echo(result.summary())

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from api.cli.main import Remote, main
+from api.cli.context import Remote
+from api.cli.main import main
 from api.client import Action, Queue, SluiceClient
 from fixtures import FIXTURES
 from models.errors import (

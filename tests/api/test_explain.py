@@ -12,7 +12,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from api.cli.main import Remote, main
+from api.cli.context import Remote
+from api.cli.main import main
 from api.client import SluiceClient
 from fixtures import SEEDS
 from tests.support.service import service

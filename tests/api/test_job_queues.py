@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from api.cli.main import Remote, main
+from api.cli.context import Remote
+from api.cli.main import main
 from api.client import Job, JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvironment
 from api.store.sqlite import SqliteStore
 from models.arrow.tables import read_snapshot_stream

@@ -1,0 +1,80 @@
+"""What every `sluice` command shares: the server connection, the output option, how
+results are printed and how errors reach the user.
+
+The root group (api.cli.main) puts a `Remote` in the click context; commands that
+talk to a server take it with `@pass_remote`. Errors go to stderr as
+`CODE: message` with exit status 1, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from api.client import SluiceClient
+from models.errors import SluiceError
+
+OUTPUT = click.option(
+    "-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format."
+)
+
+
+class SluiceGroup(click.Group):
+    """A group whose commands report Sluice errors as `CODE: message` on stderr."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SluiceError as error:
+            click.echo(f"{error.code.value}: {error.message}", err=True)
+            ctx.exit(1)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as error:  # the promise is: no traceback reaches a user
+            if os.environ.get("SLUICE_DEBUG"):
+                raise
+            click.echo(
+                f"INTERNAL: {type(error).__name__}: {error} (set SLUICE_DEBUG=1 for a traceback)",
+                err=True,
+            )
+            ctx.exit(1)
+
+
+@dataclass
+class Remote:
+    """Where client commands send requests; the connection opens on first use."""
+
+    url: str | None = None
+    token: str | None = None
+    connection: SluiceClient | None = None
+
+    @property
+    def client(self) -> SluiceClient:
+        if self.connection is None:
+            self.connection = SluiceClient(self.url, self.token)
+        return self.connection
+
+
+pass_remote = click.make_pass_decorator(Remote)
+
+
+def emit(data: Any, output: str, text: Callable[[Any], str]) -> None:
+    """`data` as JSON for `-o json`, else as `text` renders it."""
+    click.echo(json.dumps(data, indent=2) if output == "json" else text(data))
+
+
+def emit_frames(stream: Iterator[Any], output: str, text: Callable[[Any], str]) -> None:
+    """Redraw on a terminal; otherwise one frame after another."""
+    redraw = sys.stdout.isatty() and output == "text"
+    for data in stream:
+        if redraw:
+            click.clear()
+        emit(data, output, text)
+        if not redraw:
+            click.echo("")

@@ -1,0 +1,92 @@
+"""`sluice serve` and `sluice solve`: the engine itself, as the tick service or one tick offline.
+
+    sluice serve --demo                     REST API, tick loop and SQLite store
+    sluice solve fixtures/seeds/eight-gpu-strict.yaml
+
+Heavy imports (the service, the solver) happen inside the commands, keeping `sluice`
+quick to start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from api.cli.job_queues import quota_summary
+from api.cli.render import tick_summary
+
+
+@click.command()
+@click.option(
+    "--db",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("sluice.db"),
+    show_default=True,
+    help="The SQLite file holding all state (created if missing).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--period", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+              help="Seconds between ticks.")  # fmt: skip
+@click.option("--time-limit", type=click.FloatRange(min=0.01),
+              help="The model's budget per tick [default: half the period].")  # fmt: skip
+@click.option("--demo", is_flag=True, help="Load a demo fleet and run a simulated executor.")
+@click.option(
+    "--auth",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="YAML file of bearer tokens and roles; without it the server runs open.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+def serve(
+    db: Path,
+    host: str,
+    port: int,
+    period: float,
+    time_limit: float | None,
+    demo: bool,
+    auth: Path | None,
+    log_level: str,
+) -> None:
+    """Run the tick service: REST API (docs at /docs), tick loop, SQLite store."""
+    # Imported here so that client commands start fast.
+    import logging
+
+    import uvicorn
+
+    from api.app import create_app
+    from api.config import ServiceSettings
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = ServiceSettings(
+        db_path=db, period_s=period, tick_time_limit_s=time_limit, auth_file=auth, demo=demo
+    )
+    app = create_app(settings)
+    click.echo(f"Sluice on http://{host}:{port} (API docs at /docs), state in {db}", err=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=3)
+
+
+@click.command("solve")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="The TickResult as JSON.")
+@click.option("--time-limit", type=click.FloatRange(min=0.01), default=5.0, show_default=True)
+def solve_scenario(path: Path, as_json: bool, time_limit: float) -> None:
+    """Run one tick offline on a scenario file and print its decisions.
+
+    With --json the top-level keys are scheduled, failed, waiting, queues, solver and quota
+    (the job queues' part: scheduled, preempted, waiting, failed, job_queues).
+    """
+    from models.scenario import load_scenario
+    from solver import TickOptions, tick
+
+    result = tick(load_scenario(path), TickOptions(time_limit_s=time_limit))
+    click.echo(result.model_dump_json(indent=2) if as_json else tick_summary(result))
+    if result.quota and not as_json:
+        click.echo(quota_summary(result.quota))
