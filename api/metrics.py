@@ -15,7 +15,7 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _amount(resource: str, quantity: str) -> float:
+def _in_base_units(resource: str, quantity: str) -> float:
     """Base units: cores for cpu, bytes for memory."""
     amount = parse_quantity(resource, quantity, resource)
     return amount / 1000 if resource == CPU else float(amount)
@@ -51,9 +51,9 @@ def render_metrics(queues: Iterable[QueuePublic], stats: TickStats) -> str:
     for queue in queues:
         key = {"queue": queue.name, "pool": queue.pool}
         for resource, quantity in queue.in_flight_resources.items():
-            usage.add(_amount(resource, quantity), **key, resource=resource)
+            usage.add(_in_base_units(resource, quantity), **key, resource=resource)
         for resource, quantity in queue.max_resources.items():
-            caps.add(_amount(resource, quantity), **key, resource=resource)
+            caps.add(_in_base_units(resource, quantity), **key, resource=resource)
         for device, count in queue.accelerator_charges.items():
             usage.add(count, **key, resource=device)
         for device, count in queue.max_accelerators.items():

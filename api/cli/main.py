@@ -19,7 +19,7 @@ from api.cli import job_queues, queues
 from api.cli.context import Remote, SluiceGroup
 from api.cli.explain import explain_command
 from api.cli.service import serve, solve_scenario
-from api.cli.whatif import snapshot, whatif
+from api.cli.whatif import snapshot_group, whatif
 from api.client import DEFAULT_URL
 
 COMMAND_ENTRY_POINTS = "sluice.commands"
@@ -84,7 +84,7 @@ def _add_commands() -> None:
                 serve,
                 solve_scenario,
                 whatif,
-                snapshot,
+                snapshot_group,
                 explain_command,
             ),
         ),

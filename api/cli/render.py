@@ -13,7 +13,7 @@ from models.result import UNTYPED_GPU, TickResult
 BAR_WIDTH = 24
 
 
-def _amount(resource: str, quantity: str | int) -> int:
+def _amount_or_zero(resource: str, quantity: str | int) -> int:
     try:
         return parse_quantity(resource, quantity, resource)
     except InvalidInput:
@@ -49,8 +49,8 @@ def _cap_rows(queue: dict[str, Any]) -> list[tuple[str, int, int, str, str]]:
         rows.append(
             (
                 resource,
-                _amount(resource, used_text),
-                _amount(resource, cap_text),
+                _amount_or_zero(resource, used_text),
+                _amount_or_zero(resource, cap_text),
                 used_text,
                 cap_text,
             )
@@ -146,7 +146,7 @@ def queue_detail(queue: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _cell(queue: dict[str, Any], resource: str) -> str:
+def _resource_cell(queue: dict[str, Any], resource: str) -> str:
     used = queue["in_flight_resources"].get(resource, "0")
     cap = queue["max_resources"].get(resource)
     return f"{used}/{cap}" if cap else used
@@ -184,8 +184,8 @@ def queue_table(queues: list[dict[str, Any]]) -> str:
                 _limit(queue["running_actions"], queue["action_concurrency"]),
                 str(queue["waiting"]),
                 _limit(queue["depth_used"], queue["depth"]),
-                _cell(queue, "cpu"),
-                _cell(queue, "memory"),
+                _resource_cell(queue, "cpu"),
+                _resource_cell(queue, "memory"),
                 _accelerators_cell(queue),
                 ", ".join(status) or "ok",
             )

@@ -173,12 +173,12 @@ def run_sweep(snapshot: Path, variants: Path, out: Path, workers: int, time_limi
 # --- sluice snapshot ------------------------------------------------------------------------------
 
 
-@click.group()
-def snapshot() -> None:
+@click.group("snapshot")
+def snapshot_group() -> None:
     """Arrow snapshots: the whole input of one tick as Arrow tables."""
 
 
-@snapshot.command("export")
+@snapshot_group.command("export")
 @click.option(
     "--from-scenario",
     "scenario",
