@@ -32,6 +32,8 @@ DeviceCounts = Annotated[
 
 
 class Body(BaseModel):
+    """A request body; an unknown field is refused, so a misspelt one is not silently dropped."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -45,7 +47,7 @@ def to_domain(model: type[M], data: dict[str, Any], where: tuple[str | int, ...]
 
 
 class ExecutorReport(Body):
-    """What an executor says happened to a scheduled action or job (api.routes.actions, jobs)."""
+    """What an executor says happened to a scheduled action or job."""
 
     outcome: ReportedOutcome
     code: ErrorCode | None = Field(default=None, description="for failed: the failure's code")
