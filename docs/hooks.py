@@ -42,12 +42,18 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
 
 
 def _cell(text: object) -> str:
-    """A value safe inside one Markdown table cell: one line, pipes escaped, and `<` `>` `&`
-    escaped outside code spans (inside them Markdown shows text as it is)."""
+    """A value safe inside one Markdown table cell: one line, no bare `|` (the cell separator)
+    and `<` `>` `&` escaped. A code span holding a pipe becomes a <code> element, since Markdown
+    would show a backslash escape inside a code span as it is."""
     parts = " ".join(str(text).split()).split("`")
-    for i in range(0, len(parts), 2):
-        parts[i] = html.escape(parts[i], quote=False)
-    return "`".join(parts).replace("|", "\\|")
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            parts[i] = html.escape(part, quote=False).replace("|", "&#124;")
+        elif "|" in part:
+            parts[i] = "<code>" + html.escape(part, quote=False).replace("|", "&#124;") + "</code>"
+        else:
+            parts[i] = f"`{part}`"
+    return "".join(parts)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
