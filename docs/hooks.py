@@ -310,10 +310,12 @@ def render_arrow_tables() -> str:
 
 def _cli_root() -> click.Command:
     """The command the `sluice` console script runs, wherever its module lives."""
-    (script,) = entry_points(group="console_scripts", name="sluice")
-    root = script.load()
+    scripts = list(entry_points(group="console_scripts", name="sluice"))
+    if len(scripts) != 1:
+        raise PluginError("no `sluice` console script: install Sluice first (pip install -e .)")
+    root = scripts[0].load()
     if not isinstance(root, click.Command):
-        raise PluginError(f"the sluice entry point {script.value} is not a click command")
+        raise PluginError(f"the sluice entry point {scripts[0].value} is not a click command")
     return root
 
 
