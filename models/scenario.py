@@ -1,4 +1,4 @@
-"""Scenario files: one YAML document holding a whole snapshot (see README, "Scenario files")."""
+"""Scenario files: one YAML document holding a whole snapshot (see docs/scenario-files.md)."""
 
 from __future__ import annotations
 

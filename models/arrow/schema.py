@@ -5,8 +5,8 @@ capped queues, five for the quota-managed job queues); a tick result is
 thirteen more (six of them for the job queues); a what-if comparison adds
 three and a sweep two. Tables are always built against these constants, never
 by type inference, and every schema carries its version and table name in the
-metadata so a reader can refuse a file it does not understand (see
-the "Arrow snapshots" and "Quota shares" sections of README.md for each column).
+metadata so a reader can refuse a file it does not understand (docs/arrow/tables.md
+is generated from these constants and describes each column).
 
 Choices where the issue left room:
 - Quantities are int64 in solver units (cpu in millicores, memory and every

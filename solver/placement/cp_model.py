@@ -12,7 +12,7 @@ The model is written straight into its proto, with numpy deciding which
 (container, node) pairs fit and which node-room sums can bind: models reach 10^5
 variables, and through the expression API they cost about 13 µs per variable to
 build; written this way, about 1 µs per variable plus 1 ms per model (measured
-on the benchmark's M and Alibaba models; CPSAT-NOTES.md has the API figures).
+on the benchmark's M and Alibaba models; docs/benchmarks.md, "Figures behind the design").
 """
 
 from __future__ import annotations
@@ -309,7 +309,7 @@ class PlacementModel:
         solver.parameters.random_seed = seed
         solver.parameters.max_deterministic_time = max(deterministic_limit, 0.001)
         # These models are small and hinted; presolve costs more than it saves here and can
-        # drop a feasible hint (CPSAT-NOTES.md; measured: twice the checks per second).
+        # drop a feasible hint (measured: twice the checks per second; docs/benchmarks.md).
         solver.parameters.cp_model_presolve = False
         # Without presolve the search makes no use of the symmetries CP-SAT detects, yet the
         # detection still runs, on wall time the deterministic limit does not count (measured

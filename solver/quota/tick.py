@@ -3,7 +3,7 @@
 Phases: compile (references, statuses, pools, lines, fail fast, admission order,
 holders) -> build the CP-SAT model -> decide it in stages -> decode. The semantics
 live in solver.quota.problem (terms), solver.quota.cp_model (constraints and the
-victim rule) and "Quota shares" in README.md.
+victim rule) and docs/engine/quota-model.md.
 
 This is separate from the capped queues' tick (solver.tick): quota-managed job
 queues run on their own service environments, so the two never compete for

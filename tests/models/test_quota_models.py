@@ -1,7 +1,7 @@
 """Quota-managed job queues at the boundary: every limit of the seed, and the queue's status.
 
-Each test quotes the sentence of quota-shares-aws-batch.nl.txt it checks, in Dutch and
-in English (the English of shared/seeds/README.md where it has one).
+Each test quotes the sentence of the quota-shares seed document it checks, in Dutch and
+in English (the seed's own English rendering where it has one).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every semantics line of issue 2, checked on the seed fixtures (fixtures/seeds/).
 
 Each fixture's complete expected outcome is in EXPECTED (the same table is in
-README.md, "Engine tests and seed fixtures"); the tests below each quote the seed
+docs/testing.md, "Seed fixtures"); the tests below each quote the seed
 sentence they check and assert the details that sentence is about, with a comment on
 why the outcome is the right one.
 """
@@ -194,7 +194,7 @@ def test_every_seed_fixture_has_an_expected_outcome() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_fixture_outcome(name: str) -> None:
     """The whole outcome of each seed fixture: who runs, who fails with which code, who waits
-    and why (README.md lists the same table)."""
+    and why (docs/testing.md lists the same table)."""
     expected, result = EXPECTED[name], solve(name)
     assert set(scheduled(result)) == expected.scheduled
     assert {f.action: f.code for f in result.failed} == expected.failed

@@ -1,7 +1,7 @@
 """The quota model against a brute-force oracle on small random instances.
 
 The oracle enumerates every admit/keep assignment of one pool, keeps those the written
-rules allow (README.md, "Quota shares", "The model"), and picks the staged optimum: own-capacity
+rules allow (docs/engine/quota-model.md, "The model"), and picks the staged optimum: own-capacity
 admissions lexicographically in admission order, then borrowing ones, then the victim rule
 (fewest preempted instances, then keep in protection order). The CP-SAT model must decide
 exactly the same, also when its lexicographic blocks are cut to three literals so that every

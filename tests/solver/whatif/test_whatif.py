@@ -199,7 +199,7 @@ def test_results_are_plain_arrow_read_back_with_pyarrow(tmp_path: Path) -> None:
 
 def test_the_python_example_of_the_docs_runs() -> None:
     """ "The same from Python: load a snapshot, change it with ordinary model operations,
-    solve, compare." (the five lines in README.md)"""
+    solve, compare." (the five lines in docs/whatif.md, "From Python")"""
     base = read_snapshot(REALISTIC)
     variant = with_queue(base, base.queue("research").model_copy(update={"max_gpus": 32}))
     summary = compare(base, variant, QUICK).summary()
