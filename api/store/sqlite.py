@@ -131,6 +131,7 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO):
                 raise FailedPrecondition(
                     f"{self.path}: schema version {row[0]}, this Sluice reads {SCHEMA_VERSION}"
                 )
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('generation', '0')")
             if conn.execute("SELECT 1 FROM settings").fetchone() is None:
                 conn.execute("INSERT INTO settings VALUES (1, ?)", (Settings().model_dump_json(),))
             # The default queue always exists: work that names no queue goes there.
