@@ -89,7 +89,7 @@ class TickLoop:
                 result, applied, phases = await asyncio.to_thread(self._tick_blocking)
             except SnapshotOvertaken as error:
                 self.stats.overtaken += 1
-                log.warning("tick not applied: %s", error.message)
+                log.info("tick not applied: %s", error.message)  # expected after a change
                 return None
             except Exception as error:  # a bug in one tick must not stop the service
                 self.stats.failures += 1

@@ -83,8 +83,9 @@ def _create_private(path: str) -> None:
     try:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
-        if os.stat(path).st_mode & 0o077:
-            log.warning("%s is readable by other users; chmod 600 it", path)
+        mode = os.stat(path).st_mode & 0o777
+        if mode & 0o077:
+            log.warning("%s is open to other users (mode %o); chmod 600 it", path, mode)
     except OSError as error:
         raise Unavailable(f"cannot create the database {path}: {error}") from None
 
@@ -96,7 +97,7 @@ def read_generation(conn: sqlite3.Connection) -> int:
 
 
 def bump_generation(conn: sqlite3.Connection) -> None:
-    """Mark, inside a write transaction, a change a tick planned on before it must not apply."""
+    """Move the generation on, inside a write transaction: ticks planned before it are refused."""
     conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
 
 
@@ -109,6 +110,7 @@ class SqliteFile:
         try:
             _create_private(self.path)
             self._writer = self._connect()
+            self._writer.execute("PRAGMA journal_mode=WAL")
         except BaseException:
             self._file_lock.release()
             raise
@@ -116,7 +118,6 @@ class SqliteFile:
         self._readers: queue_mod.SimpleQueue[sqlite3.Connection] = queue_mod.SimpleQueue()
         self._all_readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._writer.execute("PRAGMA journal_mode=WAL")
 
     def _connect(self) -> sqlite3.Connection:
         try:

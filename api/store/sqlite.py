@@ -120,6 +120,13 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO):
         super().__init__(path)
         self._pending: list[_Ticket] = []
         self._pending_lock = threading.Lock()
+        try:
+            self._create_schema()
+        except BaseException:
+            self.close()  # a file this Sluice cannot read must not stay locked
+            raise
+
+    def _create_schema(self) -> None:
         self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA)
         with self._write() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
