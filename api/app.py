@@ -35,10 +35,12 @@ log = logging.getLogger("sluice.api")
 def create_app(
     settings: ServiceSettings, *, tick_fn: TickFn | None = None, store: Store | None = None
 ) -> FastAPI:
-    """The tick service. `tick_fn` and `store` replace the real ones in tests.
+    """The tick service. `tick_fn` replaces the real engine in tests.
 
-    The store opens and the tick loop starts in the lifespan, so a TestClient
-    used as a context manager runs the whole service in-process.
+    A `store` given is the caller's to close (`sluice serve` opens it before binding the
+    port, so a locked file stops it early). Otherwise the store opens in the lifespan,
+    where the tick loop starts too, so a TestClient used as a context manager runs the
+    whole service in-process.
     """
     authenticator = Authenticator.from_file(settings.auth_file)  # a bad file fails here
 

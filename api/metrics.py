@@ -81,9 +81,15 @@ def render_metrics(queues: Iterable[QueuePublic], stats: TickStats) -> str:
     failures.add(stats.failures)
     overruns = _Family("sluice_tick_overruns_total", "counter", "Ticks longer than the period.")
     overruns.add(stats.overruns)
+    overtaken = _Family(
+        "sluice_ticks_overtaken_total",
+        "counter",
+        "Ticks not applied because the store changed since their snapshot.",
+    )
+    overtaken.add(stats.overtaken)
     families = (
         usage, caps, waiting, running, depth, blocked, draining, blocked_count,
-        duration, phases, ticks, failures, overruns,
+        duration, phases, ticks, failures, overruns, overtaken,
     )  # fmt: skip
     return "\n".join(line for family in families for line in family.lines) + "\n"
 

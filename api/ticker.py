@@ -2,7 +2,9 @@
 
 The loop runs as one asyncio task in the app's lifespan. Each tick's blocking
 work (reading the snapshot, the CPU-bound solve, the write-back transaction)
-runs in one worker thread, so the event loop keeps serving requests.
+runs in one worker thread, so the event loop keeps serving requests. A tick whose
+snapshot the store has moved past is refused at write-back (api.store.records.
+SnapshotOvertaken): it is counted, not a failure, and the next tick re-plans.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from api.store.records import AppliedTick, Store
+from api.store.records import AppliedTick, SnapshotOvertaken, Store
 from models.result import TickResult, WaitingAction
 from models.snapshot import Snapshot
 from solver import TickOptions, tick
@@ -36,6 +38,7 @@ class TickStats:
     ticks: int = 0  # completed ticks whose decisions were written back
     failures: int = 0
     overruns: int = 0
+    overtaken: int = 0  # ticks refused at write-back: the store changed since their snapshot
     last_duration_s: float = 0.0  # snapshot + solve + write-back of the last tick
     last_finished_at: datetime | None = None
     last_error: str | None = None
@@ -84,6 +87,10 @@ class TickLoop:
             started = time.perf_counter()
             try:
                 result, applied, phases = await asyncio.to_thread(self._tick_blocking)
+            except SnapshotOvertaken as error:
+                self.stats.overtaken += 1
+                log.info("tick not applied: %s", error.message)  # expected after a change
+                return None
             except Exception as error:  # a bug in one tick must not stop the service
                 self.stats.failures += 1
                 self.stats.last_error = f"{type(error).__name__}: {error}"
@@ -116,11 +123,11 @@ class TickLoop:
 
     def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float]]:
         clock = time.perf_counter()
-        snapshot = self.store.read_snapshot(datetime.now(UTC))
+        planned = self.store.read_tick_input(datetime.now(UTC))
         read_s = time.perf_counter() - clock
-        result = self.tick_fn(snapshot)
+        result = self.tick_fn(planned.snapshot)
         solve_s = time.perf_counter() - clock - read_s
-        applied = self.store.apply_tick(result)
+        applied = self.store.apply_tick(result, planned.generation)
         write_s = time.perf_counter() - clock - read_s - solve_s
         return result, applied, {"snapshot": read_s, "solve": solve_s, "write": write_s}
 

@@ -9,12 +9,24 @@ quick to start.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import click
 
 from api.cli.job_queues import quota_summary
 from api.cli.render import tick_summary
+from models.errors import InvalidInput
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach `host`: 127.0.0.0/8, ::1 or localhost."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
 
 
 @click.command()
@@ -38,6 +50,11 @@ from api.cli.render import tick_summary
     help="YAML file of bearer tokens and roles; without it the server runs open.",
 )
 @click.option(
+    "--insecure",
+    is_flag=True,
+    help="Run open (every caller an admin) on a non-loopback --host, without --auth.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -51,9 +68,23 @@ def serve(
     time_limit: float | None,
     demo: bool,
     auth: Path | None,
+    insecure: bool,
     log_level: str,
 ) -> None:
-    """Run the tick service: REST API (docs at /docs), tick loop, SQLite store."""
+    """Run the tick service: REST API (docs at /docs), tick loop, SQLite store.
+
+    Without --auth every caller is an admin, so the server listens only on loopback
+    unless --insecure is given. The store is opened (and its file locked, see
+    api.store.connection) before the port is bound: a second server on the same
+    file stops here with the pid of the one that holds it.
+    """
+    if auth is None and not insecure and not is_loopback(host):
+        raise InvalidInput(
+            f"--host {host}: without --auth every caller is an admin, so Sluice listens"
+            " only on loopback (127.0.0.1, ::1, localhost); give --auth FILE, or"
+            " --insecure to run open anyway",
+            field="host",
+        )
     # Imported here so that client commands start fast.
     import logging
 
@@ -61,6 +92,7 @@ def serve(
 
     from api.app import create_app
     from api.config import ServiceSettings
+    from api.store.sqlite import SqliteStore
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -68,9 +100,17 @@ def serve(
     settings = ServiceSettings(
         db_path=db, period_s=period, tick_time_limit_s=time_limit, auth_file=auth, demo=demo
     )
-    app = create_app(settings)
-    click.echo(f"Sluice on http://{host}:{port} (API docs at /docs), state in {db}", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=3)
+    store = SqliteStore(db)
+    try:
+        app = create_app(settings, store=store)
+        access = f"tokens from {auth}" if auth else "OPEN: no --auth, every caller is an admin"
+        click.echo(
+            f"Sluice on http://{host}:{port} (API docs at /docs), state in {db}, {access}",
+            err=True,
+        )
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=3)
+    finally:
+        store.close()
 
 
 @click.command("solve")

@@ -12,7 +12,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from api.store.connection import SqliteFile, read_time, stored_time
+from api.store.connection import SqliteFile, bump_generation, read_time, stored_time
 from api.store.records import (
     ActionRecord,
     EnvironmentRecord,
@@ -57,6 +57,7 @@ class SqliteActions(SqliteFile):
     def put_settings(self, settings: Settings) -> None:
         with self._write() as conn:
             conn.execute("UPDATE settings SET body = ?", (settings.model_dump_json(),))
+            bump_generation(conn)
 
     # -- queues --------------------------------------------------------------------------------
 
@@ -97,6 +98,7 @@ class SqliteActions(SqliteFile):
                 )
             except sqlite3.IntegrityError:
                 raise AlreadyExists(f"queue {queue.name!r} already exists", field="name") from None
+            bump_generation(conn)
         return QueueRecord(queue=queue, draining=False)
 
     def update_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
@@ -108,6 +110,7 @@ class SqliteActions(SqliteFile):
             queue = Queue.model_validate(data)
             self._check_routes(conn, queue)
             conn.execute("UPDATE queues SET body = ? WHERE name = ?", (queue_body(queue), name))
+            bump_generation(conn)
         return QueueRecord(
             queue=queue.model_copy(update={"head_blocked_since": current.queue.head_blocked_since}),
             draining=current.draining,
@@ -128,6 +131,7 @@ class SqliteActions(SqliteFile):
         with self._write() as conn:
             current = self._fetch_queue(conn, name)
             conn.execute("UPDATE queues SET draining = ? WHERE name = ?", (int(draining), name))
+            bump_generation(conn)
         return QueueRecord(queue=current.queue, draining=draining)
 
     def delete_queue(self, name: str) -> None:
@@ -156,6 +160,7 @@ class SqliteActions(SqliteFile):
                 )
             conn.execute("DELETE FROM environments WHERE queue = ?", (name,))
             conn.execute("DELETE FROM queues WHERE name = ?", (name,))
+            bump_generation(conn)
 
     def queue_counts(self, queue: str | None = None) -> dict[str, QueueCounts]:
         """Live actions per queue (of one queue, when named)."""
@@ -199,6 +204,7 @@ class SqliteActions(SqliteFile):
                 " ON CONFLICT (name) DO UPDATE SET body = excluded.body",
                 (cluster.name, cluster.model_dump_json()),
             )
+            bump_generation(conn)
 
     def get_cluster(self, name: str) -> Cluster:
         with self._read() as conn:
@@ -226,6 +232,7 @@ class SqliteActions(SqliteFile):
                     )
             self._check_placements_fit(conn, Cluster(name=name))
             conn.execute("DELETE FROM clusters WHERE name = ?", (name,))
+            bump_generation(conn)
 
     # -- environments --------------------------------------------------------------------------
 
@@ -266,6 +273,7 @@ class SqliteActions(SqliteFile):
                 " ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, body = excluded.body",
                 (environment.name, environment.queue, _environment_body(environment)),
             )
+            bump_generation(conn)
         return EnvironmentRecord(environment=environment.model_copy(update={"running": False}))
 
     def get_environment(self, name: str) -> EnvironmentRecord:

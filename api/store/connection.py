@@ -5,10 +5,18 @@ reads use a small pool of connections, so reads never wait for a write and a
 snapshot is one consistent read transaction. Each part of the store
 (api.store.actions, api.store.tick_io, api.store.job_queues) subclasses `SqliteFile`;
 api.store.sqlite.SqliteStore joins them over one file.
+
+One process writes a file at a time: opening it takes an exclusive lock on the sidecar
+`<db>.lock` (see `WriterLock`), so a second server on the same file refuses to start
+instead of ticking beside the first and overrunning caps. The file and its WAL and SHM
+files are created 0600: they hold every team's work and the fleet's layout.
 """
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
 import queue as queue_mod
 import sqlite3
 import threading
@@ -17,7 +25,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from models.errors import Unavailable
+from models.errors import FailedPrecondition, Unavailable
+
+log = logging.getLogger("sluice.store")
 
 
 def stored_time(value: datetime | None) -> str | None:
@@ -29,17 +39,85 @@ def read_time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
+class WriterLock:
+    """An exclusive flock on `<db>.lock`, held while this process may write the database.
+
+    The OS drops a flock when its holder exits, however it exits (kill -9 included), so
+    a crashed server never leaves a stale lock behind. The file holds the holder's pid,
+    for the message a second writer gets; it is never deleted, because a process could
+    then lock an unlinked file while another locks its replacement.
+    """
+
+    def __init__(self, database: str) -> None:
+        self.path = f"{database}.lock"
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as error:
+            raise Unavailable(f"cannot open the lock file {self.path}: {error}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(self._fd)
+            raise FailedPrecondition(
+                f"{database} is in use by another Sluice server (pid {holder}, lock {self.path});"
+                " one server per database file: stop that one first"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self._fd < 0:
+            return
+        os.ftruncate(self._fd, 0)  # no pid of a process that no longer holds the lock
+        os.close(self._fd)  # closing the last descriptor releases the flock
+        self._fd = -1
+
+
+def _create_private(path: str) -> None:
+    """Create the database file 0600 if it does not exist yet.
+
+    SQLite gives the WAL and SHM files it creates the database file's mode, so the
+    mode set here covers all three.
+    """
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        mode = os.stat(path).st_mode & 0o777
+        if mode & 0o077:
+            log.warning("%s is open to other users (mode %o); chmod 600 it", path, mode)
+    except OSError as error:
+        raise Unavailable(f"cannot create the database {path}: {error}") from None
+
+
+def read_generation(conn: sqlite3.Connection) -> int:
+    """The store's generation: see api.store.tick_io.SqliteTickIO.apply_tick."""
+    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return int(value)
+
+
+def bump_generation(conn: sqlite3.Connection) -> None:
+    """Move the generation on, inside a write transaction: ticks planned before it are refused."""
+    conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+
+
 class SqliteFile:
-    """One SQLite file in WAL mode with fsync on every commit."""
+    """One SQLite file in WAL mode with fsync on every commit, written by this process only."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        self._file_lock = WriterLock(self.path)
+        try:
+            _create_private(self.path)
+            self._writer = self._connect()
+            self._writer.execute("PRAGMA journal_mode=WAL")
+        except BaseException:
+            self._file_lock.release()
+            raise
         self._write_lock = threading.Lock()
-        self._writer = self._connect()
         self._readers: queue_mod.SimpleQueue[sqlite3.Connection] = queue_mod.SimpleQueue()
         self._all_readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._writer.execute("PRAGMA journal_mode=WAL")
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -96,3 +174,4 @@ class SqliteFile:
             for conn in self._all_readers:
                 conn.close()
             self._all_readers.clear()
+        self._file_lock.release()

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from api.store.connection import SqliteFile, read_time, stored_time
+from api.store.connection import SqliteFile, bump_generation, read_time, stored_time
 from api.store.records import (
     AppliedJobs,
     JobPhase,
@@ -152,6 +152,7 @@ class SqliteJobQueues(SqliteFile):
                 " ON CONFLICT (name) DO UPDATE SET body = excluded.body",
                 (item.name, item.model_dump_json()),
             )
+            bump_generation(conn)
         return item
 
     # -- job queues ------------------------------------------------------------------------------
@@ -200,6 +201,7 @@ class SqliteJobQueues(SqliteFile):
                 "INSERT INTO job_queues (name, service_environment, body) VALUES (?, ?, ?)",
                 (queue.name, queue.service_environment, queue.model_dump_json()),
             )
+            bump_generation(conn)
             return self._records(conn, [queue.name])[0]
 
     def update_job_queue(self, name: str, change: Callable[[JobQueue], JobQueue]) -> JobQueueRecord:
@@ -230,6 +232,7 @@ class SqliteJobQueues(SqliteFile):
                 "UPDATE job_queues SET service_environment = ?, body = ? WHERE name = ?",
                 (changed.service_environment, changed.model_dump_json(), name),
             )
+            bump_generation(conn)
             return self._records(conn, [name])[0]
 
     def get_job_queue(self, name: str) -> JobQueueRecord:

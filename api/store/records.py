@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from models.errors import ErrorCode
+from models.errors import ErrorCode, FailedPrecondition
 from models.quota import (
     Job,
     JobQueue,
@@ -175,6 +175,21 @@ class AppliedJobs:
 
 
 @dataclass(frozen=True)
+class TickInput:
+    """A snapshot and the store's generation it was read at.
+
+    See api.store.tick_io.SqliteTickIO.apply_tick for what moves the generation on.
+    """
+
+    snapshot: Snapshot
+    generation: int
+
+
+class SnapshotOvertaken(FailedPrecondition):
+    """A tick's write-back refused: the store changed since its snapshot; re-plan."""
+
+
+@dataclass(frozen=True)
 class AppliedTick:
     """What of a tick's decisions still applied when it was written back."""
 
@@ -273,6 +288,7 @@ class Store(QuotaStore, Protocol):
     ) -> ActionRecord: ...
 
     def read_snapshot(self, now: datetime) -> Snapshot: ...
-    def apply_tick(self, result: TickResult) -> AppliedTick: ...
+    def read_tick_input(self, now: datetime) -> TickInput: ...
+    def apply_tick(self, result: TickResult, generation: int) -> AppliedTick: ...
 
     def close(self) -> None: ...

@@ -120,6 +120,13 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO):
         super().__init__(path)
         self._pending: list[_Ticket] = []
         self._pending_lock = threading.Lock()
+        try:
+            self._create_schema()
+        except BaseException:
+            self.close()  # a file this Sluice cannot read must not stay locked
+            raise
+
+    def _create_schema(self) -> None:
         self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA)
         with self._write() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
@@ -131,6 +138,7 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO):
                 raise FailedPrecondition(
                     f"{self.path}: schema version {row[0]}, this Sluice reads {SCHEMA_VERSION}"
                 )
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('generation', '0')")
             if conn.execute("SELECT 1 FROM settings").fetchone() is None:
                 conn.execute("INSERT INTO settings VALUES (1, ?)", (Settings().model_dump_json(),))
             # The default queue always exists: work that names no queue goes there.

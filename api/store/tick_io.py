@@ -2,7 +2,8 @@
 
 The snapshot holds the capped queues' state and the job queues' (api.store.job_queues),
 read in the same read transaction; a tick's decisions of both kinds are applied in one
-write transaction, all or none.
+write transaction, all or none, and only if nothing the tick planned on has changed
+since its snapshot (the store's generation, see `SqliteTickIO.apply_tick`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from datetime import datetime
 from pathlib import Path
 
 from api.store.actions import LIVE_SQL
-from api.store.connection import SqliteFile, stored_time
+from api.store.connection import SqliteFile, bump_generation, read_generation, stored_time
 from api.store.job_queues import apply_quota_decisions, read_quota_snapshot
-from api.store.records import AppliedJobs, AppliedTick, Phase
+from api.store.records import AppliedJobs, AppliedTick, Phase, SnapshotOvertaken, TickInput
 from models.result import TickResult
 from models.snapshot import Action, ActionState, ContainerPlacement, Placement, Snapshot
 
@@ -30,27 +31,27 @@ class ActionCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._generation = 0  # advanced by each snapshot read
+        self._reads = 0  # advanced by each snapshot read
         self._submitted: dict[str, tuple[Action, int]] = {}
         self._placed: dict[str, Action] = {}  # the running form, with state and placement
 
     def remember(self, actions: list[Action]) -> None:
         with self._lock:
             for action in actions:
-                self._submitted[action.id] = (action, self._generation)
+                self._submitted[action.id] = (action, self._reads)
 
     def start_read(self) -> int:
-        """Call before the snapshot's read transaction begins."""
+        """Call before the snapshot's read transaction begins; returns the read's number."""
         with self._lock:
-            self._generation += 1
-            return self._generation
+            self._reads += 1
+            return self._reads
 
     def missing(self, ids: list[str]) -> list[str]:
         with self._lock:
             return [action_id for action_id in ids if action_id not in self._submitted]
 
     def live(
-        self, rows: list[tuple[str, str, str | None]], bodies: dict[str, str], generation: int
+        self, rows: list[tuple[str, str, str | None]], bodies: dict[str, str], read: int
     ) -> list[Action]:
         """The snapshot's actions for rows of (id, phase, placement), in order.
 
@@ -59,7 +60,7 @@ class ActionCache:
         """
         with self._lock:
             for action_id, body in bodies.items():
-                self._submitted[action_id] = (Action.model_validate_json(body), generation)
+                self._submitted[action_id] = (Action.model_validate_json(body), read)
             actions: list[Action] = []
             placed: dict[str, Action] = {}
             for action_id, phase, placement in rows:
@@ -80,7 +81,7 @@ class ActionCache:
             self._submitted = {
                 action_id: entry
                 for action_id, entry in self._submitted.items()
-                if action_id in live or entry[1] >= generation
+                if action_id in live or entry[1] >= read
             }
             self._placed = placed
             return actions
@@ -97,12 +98,17 @@ class SqliteTickIO(SqliteFile):
 
     def read_snapshot(self, now: datetime) -> Snapshot:
         """Everything the tick needs, read in one transaction so it is consistent."""
-        with self._snapshot_lock:
-            return self._read_snapshot(now)
+        return self.read_tick_input(now).snapshot
 
-    def _read_snapshot(self, now: datetime) -> Snapshot:
-        generation = self._action_cache.start_read()
+    def read_tick_input(self, now: datetime) -> TickInput:
+        """The snapshot and the generation it was read at, for `apply_tick`."""
+        with self._snapshot_lock:
+            return self._read_tick_input(now)
+
+    def _read_tick_input(self, now: datetime) -> TickInput:
+        read = self._action_cache.start_read()
         with self._read() as conn:
+            generation = read_generation(conn)
             (settings,) = conn.execute("SELECT body FROM settings").fetchone()
             queue_rows = conn.execute(
                 "SELECT body, head_blocked_since FROM queues ORDER BY name"
@@ -136,28 +142,48 @@ class SqliteTickIO(SqliteFile):
             data["running"] = bool(running)
             data["placement"] = json.loads(placement) if placement else None
             environments.append(data)
-        return Snapshot.model_validate(
+        snapshot = Snapshot.model_validate(
             {
                 "now": now,
                 "settings": json.loads(settings),
                 "queues": queues,
                 "clusters": [json.loads(body) for (body,) in cluster_rows],
                 "environments": environments,
-                "actions": self._action_cache.live(action_rows, bodies, generation),
+                "actions": self._action_cache.live(action_rows, bodies, read),
                 **quota,
             }
         )
+        return TickInput(snapshot=snapshot, generation=generation)
 
-    def apply_tick(self, result: TickResult) -> AppliedTick:
+    def apply_tick(self, result: TickResult, generation: int) -> AppliedTick:
         """Write a tick's decisions back in one transaction: all of them or none.
 
         A decision applies only to an action still queued: one cancelled while the
         tick ran stays cancelled, and no action is ever scheduled twice.
+
+        The whole tick is refused (`SnapshotOvertaken`) unless the store is still at the
+        `generation` its snapshot was read at, checked in this same transaction, so no
+        interleaving of ticks and changes can exceed a cap or a node. Every write-back
+        moves the generation on (a tick planned beside it would charge the same room
+        twice), and so does every change of configuration: settings, queues (created,
+        changed, drained, deleted), clusters, environment definitions, scheduling
+        policies, service environments and job queues, since a lowered cap, a shrunk
+        cluster or a resized pool can make planned admissions overrun. Submissions,
+        cancellations, executor reports and environment stops leave it alone: they only
+        add work the tick did not plan on (and does not touch) or free room it did not
+        use, and the per-action checks below cover the decisions on actions they end.
         """
         now = stored_time(result.now)
         stale: list[str] = []
         scheduled = failed = started = 0
         with self._write() as conn:
+            current = read_generation(conn)
+            if current != generation:
+                raise SnapshotOvertaken(
+                    f"the tick planned on generation {generation} of the store, which is now"
+                    f" at {current}: its decisions were not applied; the next tick re-plans"
+                )
+            bump_generation(conn)
             for start in result.environments_started:
                 placement = Placement(
                     cluster=start.cluster,

@@ -1,0 +1,136 @@
+"""`sluice serve` as an operator meets it: one server per database file, no open server
+on a network address by accident, and a tick overtaken by a change re-planned."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.cli.service import is_loopback
+from api.store.records import Phase
+from models.result import TickResult
+from models.snapshot import Action, Queue, Snapshot
+from solver import tick
+from tests.support.service import SLUICE, free_port, service, start_server
+
+
+def _serve(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A `sluice serve` that is expected to stop by itself."""
+    return subprocess.run(
+        [SLUICE, "serve", "--db", str(db), "--port", str(free_port()), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_second_server_on_the_same_file_refuses_to_start(tmp_path: Path) -> None:
+    """Issue: "A second server on the same file must refuse to start (an exclusive lock held
+    for the process's life, released by the OS on kill -9), with a message saying which
+    process holds it." """
+    db = tmp_path / "one.db"
+    first = start_server(db)
+    try:
+        # Issue: "Without `--auth` every caller is an admin and the only sign is a log line":
+        # open on loopback, the banner says so too.
+        assert "OPEN: no --auth, every caller is an admin" in first.log.read_text()
+        second = _serve(db)
+        assert second.returncode == 1
+        lines = second.stderr.strip().splitlines()
+        assert lines[-1].startswith("FAILED_PRECONDITION: ")
+        assert f"pid {first.process.pid}" in lines[-1] and str(db) in lines[-1]
+        assert "Traceback" not in second.stderr
+        assert httpx.get(f"{first.url}/healthz").status_code == 200  # the first one is untouched
+        first.kill9()
+        again = start_server(db)  # the OS released the lock with the killed process
+        again.stop()
+    finally:
+        first.stop()
+
+
+def test_an_open_server_refuses_a_network_address(tmp_path: Path) -> None:
+    """Issue: "Refuse to listen on a non-loopback address without an auth file unless
+    `--insecure` is given; say so in the startup banner." """
+    db = tmp_path / "open.db"
+    refused = _serve(db, "--host", "0.0.0.0")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        "INVALID_ARGUMENT: --host 0.0.0.0: without --auth every caller is an admin, so Sluice"
+        " listens only on loopback (127.0.0.1, ::1, localhost); give --auth FILE, or"
+        " --insecure to run open anyway"
+    ]
+    assert not db.exists()  # it stopped before opening the store, let alone the port
+
+    server = start_server(db, extra=["--host", "0.0.0.0", "--insecure"])
+    try:
+        banner = server.log.read_text()
+        assert "OPEN: no --auth, every caller is an admin" in banner
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("LocalHost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.1.2.3", False),
+        ("sluice.example.com", False),
+    ],
+)
+def test_loopback_is_127_8_ipv6_one_and_localhost(host: str, loopback: bool) -> None:
+    """Issue: "Refuse to listen on a non-loopback address without an auth file" (loopback:
+    127.0.0.0/8, ::1, localhost; any other name may resolve to a network address)."""
+    assert is_loopback(host) is loopback
+
+
+def test_the_ticker_counts_an_overtaken_tick_and_replans(tmp_path: Path) -> None:
+    """Issue: "Write-back must also refuse to apply a tick planned from a snapshot that a
+    newer write-back has overtaken (a generation number checked in the same transaction),
+    so no interleaving can ever exceed a cap."
+
+    A cap lowered while a tick solves: that tick is not applied, it is counted (not a
+    failure: the service stays healthy), and the next tick plans within the new cap."""
+    lower_during_solve = threading.Event()
+
+    def solve_while_the_cap_drops(snapshot: Snapshot) -> TickResult:
+        result = tick(snapshot)
+        if lower_during_solve.is_set():
+            lower_during_solve.clear()
+            svc.app.state.store.update_queue("q", {"max_resources": {"cpu": "2"}})
+        return result
+
+    with service(tmp_path, tick_fn=solve_while_the_cap_drops) as svc:
+        store = svc.app.state.store
+        store.create_queue(Queue(name="q", max_resources={"cpu": "4"}))
+        store.submit(
+            [
+                Action(
+                    id=f"a{i}",
+                    queue="q",
+                    submitted_at=datetime.now(UTC),
+                    containers=[{"resources": {"cpu": "2", "memory": "1Gi"}}],
+                )
+                for i in range(2)
+            ]
+        )
+        lower_during_solve.set()
+        svc.tick()
+        stats = svc.app.state.ticker.stats
+        assert (stats.overtaken, stats.failures) == (1, 0)
+        assert {store.get_action(a).phase for a in ("a0", "a1")} == {Phase.QUEUED}
+        assert "sluice_ticks_overtaken_total 1" in svc.http.get("/metrics").text
+        assert svc.ok("GET", "/healthz")["status"] == "ok"
+        svc.tick()
+        assert [r.action.id for r in store.list_actions(phase=Phase.SCHEDULED)] == ["a0"]
