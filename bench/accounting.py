@@ -18,7 +18,7 @@ from models.snapshot import ActionState, Container, ContainerPlacement, Placemen
 
 
 @dataclass
-class Outcome:
+class TickAssessment:
     actions: int  # actions admitted this tick
     gpus: int  # GPUs newly placed this tick
     gpu_allocation: float  # share of the fleet's full-scale GPUs requested after the tick
@@ -30,7 +30,7 @@ def assess(
     snapshot: Snapshot,
     scheduled: Sequence[ScheduledAction],
     environments_started: Sequence[EnvironmentStart],
-) -> Outcome:
+) -> TickAssessment:
     """Replay running work and the plan; count what is admitted and what the fleet holds."""
     default_type = snapshot.settings.default_gpu_type
     fleet = Fleet(snapshot.clusters)
@@ -95,7 +95,7 @@ def assess(
         total_cpu += pool_cpu
         held_gpus += pool_gpus - sum(pool.free_gpus)
         held_cpu += pool_cpu - sum(pool.free_cpu)
-    return Outcome(
+    return TickAssessment(
         actions=len(scheduled),
         gpus=gpus,
         gpu_allocation=held_gpus / total_gpus if total_gpus else 0.0,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from models.result import SolverStatus, TickResult
 from models.snapshot import Snapshot
 from solver.placement.best_fit import best_fit_pass, over_depth, strict_heads
-from solver.placement.decide import Budget, Decider
+from solver.placement.decide import Decider, ModelCheckBudget
 from solver.placement.decode import decode
 from solver.placement.failfast import fail_fast
 from solver.placement.plan import Plan
@@ -25,9 +25,10 @@ from solver.quota.tick import QuotaOptions, quota_tick
 
 @dataclass(frozen=True)
 class TickOptions:
-    # Estimated seconds for all of a tick's model checks (solver.placement.decide.Budget:
-    # reproducible, and about wall seconds on this machine); past it, best-fit decides the rest
-    # of the line and the result says the limit was hit.
+    # Estimated seconds for all of a tick's model checks (see
+    # solver.placement.decide.ModelCheckBudget: reproducible, and about wall seconds on this
+    # machine); past it, best-fit decides the rest of the line and the result says the limit
+    # was hit.
     time_limit_s: float = 2.0
     seed: int = 0
 
@@ -65,7 +66,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     plan = Plan(problem)
     outcome = best_fit_pass(problem, plan, failures, deep)
     lap("best_fit")
-    budget = Budget(options.time_limit_s, options.seed, time.perf_counter())
+    budget = ModelCheckBudget(options.time_limit_s, options.seed, time.perf_counter())
     decider = Decider(problem, failures, deep, budget)
     plan, refusals = decider.run(plan, outcome)
     if budget.limit_hit and _gpus(problem, plan) < _gpu_ceiling(problem):

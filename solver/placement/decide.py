@@ -22,7 +22,7 @@ import numpy as np
 from models.result import WaitReason
 from solver.placement.best_fit import (
     NO_ROOM,
-    Outcome,
+    PassVerdicts,
     behind_head,
     placement_may_lift,
 )
@@ -56,7 +56,7 @@ OUT_OF_TIME = Refusal(
 
 
 @dataclass
-class Budget:
+class ModelCheckBudget:
     """Estimated seconds (see SECONDS_PER_DETERMINISTIC) the tick may spend on checks."""
 
     time_limit_s: float
@@ -90,7 +90,7 @@ class Decider:
         problem: Problem,
         failures: dict[int, Failure],
         over_depth: set[int],
-        budget: Budget,
+        budget: ModelCheckBudget,
     ) -> None:
         self.problem = problem
         self.failures = failures
@@ -98,7 +98,7 @@ class Decider:
         self.budget = budget
         self.stats = DecideStats()
 
-    def run(self, plan: Plan, outcome: Outcome) -> tuple[Plan, dict[int, Refusal]]:
+    def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
 
         From the first contested action on, the line is walked again on a ledger of the
@@ -175,7 +175,7 @@ class Decider:
                 shapes.setdefault(shape[0], []).append(shape[1])
         return checked
 
-    def _members(self, plan: Plan, outcome: Outcome, first: int) -> set[int]:
+    def _members(self, plan: Plan, outcome: PassVerdicts, first: int) -> set[int]:
         """Every admission, and every later action whose refusal is not already final.
 
         A cap or concurrency refusal against the admissions made before `first` alone
