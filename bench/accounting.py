@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fixtures.fleets import Fleet, Need, QueueLedger, demand_of, need_of
+from models.resources import UNTYPED_GPU, ResourceVector
 from models.result import EnvironmentStart, PlacedContainer, ScheduledAction
 from models.snapshot import ActionState, Container, ContainerPlacement, Placement, Snapshot
 
@@ -57,7 +58,7 @@ def assess(
                 default_type,
                 None,
             )
-    before = {name: _usage(ledger) for name, ledger in ledgers.items()}
+    before = {name: _held(ledger) for name, ledger in ledgers.items()}
 
     problems: list[str] = []
     gpus = 0
@@ -158,37 +159,18 @@ def _placement_problems(
     return problems
 
 
-Usage = tuple[dict[str, int], dict[str, int], int, int, int]
+def _held(ledger: QueueLedger) -> ResourceVector:
+    """What the queue holds, by the canonical names of its caps (models.resources)."""
+    return ResourceVector({**ledger.used, **ledger.device_used, UNTYPED_GPU: ledger.untyped_used})
 
 
-def _usage(ledger: QueueLedger) -> Usage:
-    return (
-        dict(ledger.used),
-        dict(ledger.device_used),
-        ledger.untyped_used,
-        ledger.in_flight,
-        len(ledger.runs),
-    )
-
-
-def _cap_problems(ledger: QueueLedger, before: Usage) -> list[str]:
+def _cap_problems(ledger: QueueLedger, before: ResourceVector) -> list[str]:
     """A cap the plan pushed usage past (usage already over a lowered cap may stay there)."""
-    queue = ledger.queue
-    used, device_used, untyped, _, _ = before
-    checks = [
-        *(
-            (name, used.get(name, 0), ledger.used.get(name, 0), cap)
-            for name, cap in queue.max_resources.items()
-        ),
-        *(
-            (device, device_used.get(device, 0), ledger.device_used.get(device, 0), cap)
-            for device, cap in queue.max_accelerators.items()
-        ),
-    ]
-    if queue.max_gpus is not None:
-        checks.append(("untyped gpus", untyped, ledger.untyped_used, queue.max_gpus))
-    return [
-        f"queue {queue.name}: {name} {after} over cap {cap} (was {was})"
-        for name, was, after, cap in checks
-        if after > was and after > cap
-    ]
+    queue, after = ledger.queue, _held(ledger)
+    problems = []
+    for name, cap in queue.caps.items():
+        was, now = before.amount(name), after.amount(name)
+        if now > was and now > cap:
+            label = "untyped gpus" if name == UNTYPED_GPU else name
+            problems.append(f"queue {queue.name}: {label} {now} over cap {cap} (was {was})")
+    return problems

@@ -13,9 +13,6 @@ from models.quota_result import QuotaTickResult
 from models.snapshot import Scheduling
 from models.solver_info import SolverInfo, SolverStatus
 
-UNTYPED_GPU = "gpu"
-"""The key of untyped NVIDIA GPU requests in `accelerator_charges`."""
-
 
 class PlacedContainer(BaseModel):
     name: str
@@ -107,7 +104,6 @@ class TickResult(BaseModel):
 
 
 __all__ = [
-    "UNTYPED_GPU",
     "EnvironmentStart",
     "FailedAction",
     "PlacedContainer",

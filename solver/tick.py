@@ -114,14 +114,9 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
 
 def _gpus(problem: Problem, plan: Plan) -> int:
     """GPUs (of any accelerator) that a plan admits: what "no worse than first-fit" compares."""
-    gpus = 0
-    for i in plan.admitted:
-        demand = problem.actions[i].demand
-        gpus += demand.untyped + sum(demand.devices.values())
-    for e in plan.env_started:
-        demand = problem.envs[e].demand
-        gpus += demand.untyped + sum(demand.devices.values())
-    return gpus
+    return sum(problem.actions[i].demand.accelerators() for i in plan.admitted) + sum(
+        problem.envs[e].demand.accelerators() for e in plan.env_started
+    )
 
 
 def _gpu_ceiling(problem: Problem) -> int:

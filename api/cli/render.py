@@ -8,7 +8,8 @@ from typing import Any
 from models.errors import InvalidInput
 from models.fields import format_duration
 from models.quantity import parse_quantity
-from models.result import UNTYPED_GPU, TickResult
+from models.resources import UNTYPED_GPU
+from models.result import TickResult
 
 BAR_WIDTH = 24
 

@@ -59,7 +59,8 @@ from models.arrow.schema import (
 from models.errors import InvalidInput
 from models.quantity import parse_quantity
 from models.quota_result import QuotaTickResult
-from models.result import UNTYPED_GPU, PlacedContainer, QueueMetrics, ScheduledAction, TickResult
+from models.resources import UNTYPED_GPU
+from models.result import PlacedContainer, QueueMetrics, ScheduledAction, TickResult
 from models.snapshot import Container, ContainerPlacement, Environment, Placement, Snapshot
 
 Format = Literal["arrow", "parquet"]

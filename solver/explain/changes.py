@@ -15,7 +15,7 @@ from collections.abc import Callable
 from models.devices import AcceleratorRequest, parse_device
 from models.errors import InvalidInput
 from models.explanation import Change, ChangeKind
-from models.result import UNTYPED_GPU
+from models.resources import UNTYPED_GPU
 from models.snapshot import Action, ActionState, Container, Environment, Queue, Snapshot
 
 LIMIT_SETTINGS = ("action_concurrency", "run_concurrency", "depth")

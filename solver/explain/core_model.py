@@ -30,6 +30,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.errors import Unavailable
+from models.resources import ResourceKind, ResourceVector, kind_of
 from solver.explain.frozen import Frozen
 from solver.placement.problem import UNBOUNDED, Item
 
@@ -158,14 +159,12 @@ class ExplainModel:
 
     def _caps(self) -> None:
         """Named resources and untyped GPUs: what the action adds is known before placement."""
-        for name, amount in sorted(self.charge.resources.items()):
-            cap = self.queue.caps.get(name)
-            if cap is not None and amount and self.usage.used.get(name, 0) + amount > cap:
-                self._assume(Limit.CAP, name, True)
-        untyped = self.charge.untyped
-        cap = self.queue.max_gpus
-        if untyped and cap is not None and self.usage.untyped_used + untyped > cap:
-            self._assume(Limit.UNTYPED, "gpu", True)
+        limits = {ResourceKind.NAMED: Limit.CAP, ResourceKind.UNTYPED_GPU: Limit.UNTYPED}
+        charge = ResourceVector(self.charge.reported())
+        for name, _, _ in charge.over(self.usage.held, self.queue.caps):
+            limit = limits.get(kind_of(name))
+            if limit is not None:  # device caps depend on where untyped GPUs land
+                self._assume(limit, name, True)
 
     def _slots(self, pool: int, wanting: int) -> list[int]:
         """Nodes the containers may use: of the nodes with the same room left (a fresh node
@@ -238,17 +237,16 @@ class ExplainModel:
 
     def device_room(self, device: str) -> int:
         """How much of `device`'s cap is left for the action after its typed request."""
-        cap = self.queue.device_caps[device]
-        return cap - self.usage.device_used.get(device, 0) - self.charge.devices.get(device, 0)
+        return self.queue.caps[device] - self.usage.held.amount(device) - self.charge.amount(device)
 
     def _device_caps(self) -> None:
         """Device caps: typed requests are known; untyped GPUs count where they land."""
-        devices = set(self.charge.devices) | {
+        devices = set(self.charge.of_kind(ResourceKind.DEVICE)) | {
             self.problem.pools[s.pool].device for s in self.spots if self.items[s.item].untyped
         }
-        for device in sorted(d for d in devices if d in self.queue.device_caps):
+        for device in sorted(d for d in devices if d is not None and d in self.queue.caps):
             room = self.device_room(device)
-            typed = self.charge.devices.get(device, 0)
+            typed = self.charge.amount(device)
             landing = self.device_landing(device)
             if typed and room < 0:
                 self._assume(Limit.DEVICE, device, True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.resources import ResourceKind
 from models.result import WaitReason
 from solver.placement.best_fit import (
     NO_ROOM,
@@ -353,8 +354,8 @@ class Decider:
         charge = ledger.charge_of(action)
         for q in queues:
             queue = self.problem.queues[q]
-            for device, cap in queue.device_caps.items():
-                used = ledger.usage[q].device_used.get(device, 0)
+            for device, cap in queue.caps.of_kind(ResourceKind.DEVICE).items():
+                used = ledger.usage[q].held.amount(device)
                 for unit in model_units:
                     if unit.queue != q or unit.hint is None:
                         continue
@@ -362,8 +363,8 @@ class Decider:
                         if item.untyped and self.problem.pools[p].device == device:
                             used -= item.gpus
                 if q == action.queue:
-                    used += charge.devices.get(device, 0)
-                if used > cap and q == action.queue and charge.devices.get(device, 0):
+                    used += charge.amount(device)
+                if used > cap and q == action.queue and charge.amount(device):
                     return None
                 room[(q, device)] = max(0, cap - used)
         return room

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from models.quantity import format_quantity
+from models.resources import UNTYPED_GPU, ResourceKind
 from models.result import (
-    UNTYPED_GPU,
     EnvironmentStart,
     FailedAction,
     PlacedContainer,
@@ -155,18 +155,22 @@ def _metrics(
             # The line has been stuck since the last tick it moved.
             moved_now = q in moved or spec.head_blocked_since is None
             since = problem.now if moved_now else spec.head_blocked_since
-        resources = sorted(set(usage.used) | set(queue.caps))
-        charges = {UNTYPED_GPU: usage.untyped_used, **dict(sorted(usage.device_used.items()))}
+        held, caps = usage.held, queue.caps
+        named = sorted(held.of_kind(ResourceKind.NAMED).keys() | caps.of_kind(ResourceKind.NAMED))
+        devices = dict(sorted(held.of_kind(ResourceKind.DEVICE).items()))
         metrics[queue.name] = QueueMetrics(
             name=queue.name,
             pool=spec.pool,
             priority=queue.priority,
             scheduling=spec.scheduling,
-            in_flight_resources={r: format_quantity(r, usage.used.get(r, 0)) for r in resources},
-            max_resources={r: format_quantity(r, cap) for r, cap in sorted(queue.caps.items())},
-            accelerator_charges=charges,
-            max_gpus=queue.max_gpus,
-            max_accelerators=dict(sorted(queue.device_caps.items())),
+            in_flight_resources={r: format_quantity(r, held.amount(r)) for r in named},
+            max_resources={
+                r: format_quantity(r, cap)
+                for r, cap in sorted(caps.of_kind(ResourceKind.NAMED).items())
+            },
+            accelerator_charges={UNTYPED_GPU: held.amount(UNTYPED_GPU), **devices},
+            max_gpus=caps.get(UNTYPED_GPU),
+            max_accelerators=dict(sorted(caps.of_kind(ResourceKind.DEVICE).items())),
             head_blocked=blocked,
             head_blocked_since=since,
             head_action=problem.actions[head].id if blocked and head is not None else None,
@@ -202,16 +206,15 @@ def room_refusal(problem: Problem, action: ActionInfo, plan: Plan) -> Refusal:
             if (device := problem.pools[p].device) is not None
         }
         full = {
-            d: usage.device_used.get(d, 0)
+            d: usage.held.amount(d)
             for d in devices
-            if d in queue.device_caps
-            and usage.device_used.get(d, 0) + item.gpus > queue.device_caps[d]
+            if d in queue.caps and usage.held.amount(d) + item.gpus > queue.caps[d]
         }
         if devices and len(full) == len(devices):
             device = min(full)
             return Refusal(
                 WaitReason.QUEUE_CAP,
-                f"queue {queue.name}, {device}: {full[device]} of {queue.device_caps[device]}"
+                f"queue {queue.name}, {device}: {full[device]} of {queue.caps[device]}"
                 f" in use, and {item.name}'s gpu={item.gpus} could only land on capped types",
                 device,
             )
