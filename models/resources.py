@@ -44,6 +44,16 @@ def spelled(name: str, amount: int) -> str:
     return format_quantity(name, amount) if kind_of(name) is ResourceKind.NAMED else str(amount)
 
 
+def caps_of(
+    named: Mapping[str, int], devices: Mapping[str, int], untyped_gpus: int | None
+) -> ResourceVector:
+    """One vector of a queue's caps: max_resources, max_accelerators, max_gpus as `gpu`."""
+    caps = {**named, **devices}
+    if untyped_gpus is not None:
+        caps[UNTYPED_GPU] = untyped_gpus
+    return ResourceVector(caps)
+
+
 def report_order(name: str) -> tuple[int, str]:
     """Sort key: named resources, devices, untyped GPUs, each by name."""
     return kind_of(name), name

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from models.errors import ErrorCode
 from models.fields import Timestamp
 from models.quota_result import QuotaTickResult
+from models.resources import ResourceVector, caps_of
 from models.snapshot import Scheduling
 from models.solver_info import SolverInfo, SolverStatus
 
@@ -68,14 +69,18 @@ class WaitingAction(BaseModel):
 
 
 class QueueMetrics(BaseModel):
-    """Usage next to each cap, with the names `Queue.details` uses."""
+    """Usage next to each cap, with the names `Queue.details` uses.
+
+    Quantities are integers in canonical units (cpu in millicores, memory in bytes); the API
+    and the CLI spell them as people write them.
+    """
 
     name: str
     pool: str
     priority: int
     scheduling: Scheduling
-    in_flight_resources: dict[str, str]
-    max_resources: dict[str, str]
+    in_flight_resources: dict[str, int]
+    max_resources: dict[str, int]
     accelerator_charges: dict[str, int]
     max_gpus: int | None
     max_accelerators: dict[str, int]
@@ -90,6 +95,13 @@ class QueueMetrics(BaseModel):
     depth_used: int
     depth: int | None
     waiting: int
+
+    def held(self) -> ResourceVector:
+        """What the queue holds, as one vector (see models.resources)."""
+        return ResourceVector({**self.in_flight_resources, **self.accelerator_charges})
+
+    def caps(self) -> ResourceVector:
+        return caps_of(self.max_resources, self.max_accelerators, self.max_gpus)
 
 
 class TickResult(BaseModel):

@@ -33,7 +33,7 @@ from models.quota import (
     ServiceEnvironment,
     check_quota_references,
 )
-from models.resources import UNTYPED_GPU, ResourceVector
+from models.resources import ResourceVector, caps_of
 
 DEFAULT_QUEUE = "default"
 DEFAULT_POOL = "default"
@@ -67,10 +67,7 @@ class Queue(Strict):
     @property
     def caps(self) -> ResourceVector:
         """Every cap by canonical name: max_resources, max_accelerators, max_gpus as `gpu`."""
-        caps = {**self.max_resources, **self.max_accelerators}
-        if self.max_gpus is not None:
-            caps[UNTYPED_GPU] = self.max_gpus
-        return ResourceVector(caps)
+        return caps_of(self.max_resources, self.max_accelerators, self.max_gpus)
 
 
 class NodeShape(Strict):

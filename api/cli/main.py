@@ -35,7 +35,7 @@ from api.cli.job_queues import (
     submit_job,
     update_job_queue,
 )
-from api.cli.render import action_detail, queue_detail, queue_table, tick_summary
+from api.cli.render import action_detail, queue_detail, queue_table, tick_json, tick_summary
 from api.cli.whatif import snapshot, whatif
 from api.client import DEFAULT_URL, Action, Fleet, Queue, SluiceClient
 from bench.cli import bench
@@ -603,7 +603,7 @@ def solve(path: Path, as_json: bool, time_limit: float) -> None:
     from solver import TickOptions, tick
 
     result = tick(load_scenario(path), TickOptions(time_limit_s=time_limit))
-    click.echo(result.model_dump_json(indent=2) if as_json else tick_summary(result))
+    click.echo(tick_json(result) if as_json else tick_summary(result))
     if result.quota and not as_json:
         click.echo(quota_summary(result.quota))
 

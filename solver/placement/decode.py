@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from models.quantity import format_quantity
 from models.resources import UNTYPED_GPU, ResourceKind
 from models.result import (
     EnvironmentStart,
@@ -163,11 +162,8 @@ def _metrics(
             pool=spec.pool,
             priority=queue.priority,
             scheduling=spec.scheduling,
-            in_flight_resources={r: format_quantity(r, held.amount(r)) for r in named},
-            max_resources={
-                r: format_quantity(r, cap)
-                for r, cap in sorted(caps.of_kind(ResourceKind.NAMED).items())
-            },
+            in_flight_resources={r: held.amount(r) for r in named},
+            max_resources=dict(sorted(caps.of_kind(ResourceKind.NAMED).items())),
             accelerator_charges={UNTYPED_GPU: held.amount(UNTYPED_GPU), **devices},
             max_gpus=caps.get(UNTYPED_GPU),
             max_accelerators=dict(sorted(caps.of_kind(ResourceKind.DEVICE).items())),
