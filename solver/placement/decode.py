@@ -1,6 +1,8 @@
-"""The decided plan as a TickResult: placements by name, reasons, and usage next to each cap."""
+"""The decided plan by name: placements, reasons, and usage next to each cap."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from models.resources import UNTYPED_GPU, ResourceKind
 from models.result import (
@@ -9,31 +11,34 @@ from models.result import (
     PlacedContainer,
     QueueMetrics,
     ScheduledAction,
-    SolverInfo,
-    SolverStatus,
-    TickResult,
     WaitingAction,
     WaitReason,
 )
-from models.snapshot import Snapshot
 from solver.placement.best_fit import NO_ROOM
 from solver.placement.failfast import Failure, describe_item
 from solver.placement.plan import Placement, Plan, Refusal
 from solver.placement.problem import ActionInfo, Item, Problem
 
 
+@dataclass
+class Decisions:
+    """What the tick decided for the capped queues: the TickResult's fields of that part."""
+
+    scheduled: list[ScheduledAction] = field(default_factory=list)
+    environments_started: list[EnvironmentStart] = field(default_factory=list)
+    failed: list[FailedAction] = field(default_factory=list)
+    waiting: list[WaitingAction] = field(default_factory=list)
+    queues: dict[str, QueueMetrics] = field(default_factory=dict)
+
+
 def decode(
-    snapshot: Snapshot,
     problem: Problem,
     plan: Plan,
     failures: dict[int, Failure],
     refusals: dict[int, Refusal],
     heads: dict[int, int],
-) -> TickResult:
-    result = TickResult(
-        now=problem.now,
-        solver=SolverInfo(status=SolverStatus.NOTHING_TO_DO, wall_time_s=0.0, limit_hit=False),
-    )
+) -> Decisions:
+    result = Decisions()
     new_nodes = _new_node_numbers(problem, plan)
     for action in problem.actions:
         i = action.index
@@ -83,7 +88,7 @@ def decode(
                 containers=_containers(problem, started.items, placement, new_nodes),
             )
         )
-    result.queues = _metrics(snapshot, problem, plan, failures, heads)
+    result.queues = _metrics(problem, plan, failures, heads)
     return result
 
 
@@ -127,7 +132,6 @@ def _containers(
 
 
 def _metrics(
-    snapshot: Snapshot,
     problem: Problem,
     plan: Plan,
     failures: dict[int, Failure],
@@ -144,7 +148,7 @@ def _metrics(
         if head is not None and action.index > head and action.index not in failures:
             behind_head[action.queue] += 1
     metrics = {}
-    for q, (queue, spec) in enumerate(zip(problem.queues, snapshot.queues, strict=True)):
+    for q, queue in enumerate(problem.queues):
         usage = plan.usage[q]
         head = heads.get(q) if queue.strict else None
         blocked = head is not None
@@ -152,16 +156,16 @@ def _metrics(
         behind = behind_head[q] if head is not None else 0
         if head is not None:
             # The line has been stuck since the last tick it moved.
-            moved_now = q in moved or spec.head_blocked_since is None
-            since = problem.now if moved_now else spec.head_blocked_since
+            moved_now = q in moved or queue.head_blocked_since is None
+            since = problem.now if moved_now else queue.head_blocked_since
         held, caps = usage.held, queue.caps
         named = sorted(held.of_kind(ResourceKind.NAMED).keys() | caps.of_kind(ResourceKind.NAMED))
         devices = dict(sorted(held.of_kind(ResourceKind.DEVICE).items()))
         metrics[queue.name] = QueueMetrics(
             name=queue.name,
-            pool=spec.pool,
+            pool=queue.pool,
             priority=queue.priority,
-            scheduling=spec.scheduling,
+            scheduling=queue.scheduling,
             in_flight_resources={r: held.amount(r) for r in named},
             max_resources=dict(sorted(caps.of_kind(ResourceKind.NAMED).items())),
             accelerator_charges={UNTYPED_GPU: held.amount(UNTYPED_GPU), **devices},

@@ -25,7 +25,9 @@ UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not de
 class QueueInfo:
     index: int
     name: str
-    strict: bool
+    pool: str
+    scheduling: Scheduling
+    head_blocked_since: datetime | None  # carried from the previous tick
     priority: int
     caps: ResourceVector  # every cap by canonical name (models.snapshot.Queue.caps)
     action_concurrency: int | None
@@ -37,6 +39,10 @@ class QueueInfo:
     held: ResourceVector = EMPTY
     running: int = 0
     active_runs: set[str] = field(default_factory=set)
+
+    @property
+    def strict(self) -> bool:
+        return self.scheduling is Scheduling.STRICT_FIFO
 
 
 @dataclass
@@ -261,7 +267,9 @@ def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
         QueueInfo(
             index=q,
             name=spec.name,
-            strict=spec.scheduling is Scheduling.STRICT_FIFO,
+            pool=spec.pool,
+            scheduling=spec.scheduling,
+            head_blocked_since=spec.head_blocked_since,
             priority=spec.priority,
             caps=spec.caps,
             action_concurrency=spec.action_concurrency,
