@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from fixtures.fleets import Fleet, Need, QueueLedger, demand_of, need_of
 from models.resources import UNTYPED_GPU, ResourceVector
-from models.result import EnvironmentStart, PlacedContainer, ScheduledAction
-from models.snapshot import ActionState, Container, ContainerPlacement, Placement, Snapshot
+from models.result import EnvironmentStart, ScheduledAction
+from models.snapshot import ActionState, Container, Placement, Snapshot
 
 
 @dataclass
@@ -64,9 +64,10 @@ def assess(
     gpus = 0
     for start in environments_started:
         env = envs[start.environment]
-        placement = _placement(start.cluster, start.containers)
         containers = env.replica_containers()
-        gpus += _charge(fleet, ledgers[env.queue], placement, containers, default_type, problems)
+        gpus += _charge(
+            fleet, ledgers[env.queue], start.placement(), containers, default_type, problems
+        )
     for entry in scheduled:
         queued = actions.get(entry.action)
         if queued is None or queued.state is not ActionState.QUEUED:
@@ -74,10 +75,10 @@ def assess(
             continue
         if queued.environment is not None:
             continue  # charged once through its environment's start, or joins a running pool
-        if entry.cluster is None:
+        placement = entry.placement()
+        if placement is None:
             problems.append(f"{entry.action}: scheduled without a cluster")
             continue
-        placement = _placement(entry.cluster, entry.containers)
         gpus += _charge(
             fleet, ledgers[queued.queue], placement, queued.containers, default_type, problems
         )
@@ -102,16 +103,6 @@ def assess(
         gpu_allocation=held_gpus / total_gpus if total_gpus else 0.0,
         cpu_allocation=held_cpu / total_cpu if total_cpu else 0.0,
         problems=problems,
-    )
-
-
-def _placement(cluster: str, containers: Sequence[PlacedContainer]) -> Placement:
-    return Placement.model_construct(
-        cluster=cluster,
-        containers=[
-            ContainerPlacement.model_construct(name=c.name, node_pool=c.node_pool, node=c.node)
-            for c in containers
-        ],
     )
 
 

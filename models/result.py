@@ -11,14 +11,14 @@ from models.errors import ErrorCode
 from models.fields import Timestamp
 from models.quota_result import QuotaTickResult
 from models.resources import ResourceVector, caps_of
-from models.snapshot import Scheduling
+from models.snapshot import ContainerPlacement, Placement, Scheduling
 from models.solver_info import SolverInfo, SolverStatus
 
 
-class PlacedContainer(BaseModel):
-    name: str
-    node_pool: str
-    node: int
+class PlacedContainer(ContainerPlacement):
+    """Where the tick put a container: a snapshot's container placement, and whether its node
+    is new. A Placement of these is the running work the admission becomes."""
+
     new_node: bool = False  # the node is started by this placement (scale-up within max_nodes)
 
 
@@ -30,6 +30,12 @@ class ScheduledAction(BaseModel):
     containers: list[PlacedContainer] = Field(default_factory=list)
     environment: str | None = None
 
+    def placement(self) -> Placement | None:
+        """Where the action runs; None when it joins an environment's running pool."""
+        if self.cluster is None:
+            return None
+        return Placement.model_construct(cluster=self.cluster, containers=list(self.containers))
+
 
 class EnvironmentStart(BaseModel):
     """A reusable pool started this tick by the first of its actions."""
@@ -38,6 +44,9 @@ class EnvironmentStart(BaseModel):
     queue: str
     cluster: str
     containers: list[PlacedContainer]
+
+    def placement(self) -> Placement:
+        return Placement.model_construct(cluster=self.cluster, containers=list(self.containers))
 
 
 class FailedAction(BaseModel):

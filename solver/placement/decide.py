@@ -29,7 +29,7 @@ from solver.placement.best_fit import (
 )
 from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
 from solver.placement.failfast import Failure
-from solver.placement.plan import Placement, Plan, Refusal
+from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import UNBOUNDED, ActionInfo, Item, Problem
 
 # With this many units or fewer placed this tick, every one of them may move in a check, so
@@ -379,7 +379,7 @@ def _ledger(problem: Problem, plan: Plan, admitted: set[int]) -> Plan:
     return ledger
 
 
-def _placement_in(plan: Plan, action: ActionInfo, target: Plan) -> Placement | None:
+def _placement_in(plan: Plan, action: ActionInfo, target: Plan) -> NodeAssignment | None:
     """Where `plan` put `action`, or its pool when `action` starts that pool in `target`."""
     placement = plan.admitted.get(action.index)
     env = target.env_to_start(action)

@@ -16,7 +16,7 @@ from models.result import (
 )
 from solver.placement.best_fit import NO_ROOM
 from solver.placement.failfast import Failure, describe_item
-from solver.placement.plan import Placement, Plan, Refusal
+from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import ActionInfo, Item, Problem
 
 
@@ -95,7 +95,7 @@ def decode(
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:
     """Nodes started this tick, numbered from each pool's current count in order of use."""
     numbers: dict[tuple[int, int], int] = {}
-    placements: list[tuple[list[Item], Placement]] = []
+    placements: list[tuple[list[Item], NodeAssignment]] = []
     for i in sorted(plan.admitted):
         placement = plan.admitted[i]
         if placement is not None:
@@ -114,7 +114,7 @@ def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int
 def _containers(
     problem: Problem,
     items: list[Item],
-    placement: Placement,
+    placement: NodeAssignment,
     new_nodes: dict[tuple[int, int], int],
 ) -> list[PlacedContainer]:
     placed = []

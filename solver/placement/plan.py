@@ -23,7 +23,10 @@ NO_FIT_MEMORY = 32  # failed requests remembered per (queue, pool sets); later o
 
 
 @dataclass(frozen=True)
-class Placement:
+class NodeAssignment:
+    """Where a unit's containers sit, by index: the solver's form of models.snapshot.Placement
+    (solver.placement.decode names the cluster, pools and nodes)."""
+
     cluster: int
     spots: tuple[Spot, ...]  # one per item, in item order
 
@@ -55,12 +58,9 @@ class Plan:
         self.first_fit = first_fit
         self.free = [pool.room - pool.used for pool in problem.pools]
         self.opened = [np.arange(pool.max_nodes) < pool.nodes for pool in problem.pools]
-        self.usage = [
-            QueueUsage(q.held, 0, set(q.active_runs))
-            for q in problem.queues
-        ]
-        self.admitted: dict[int, Placement | None] = {}  # None: joined a pool, nothing placed
-        self.env_started: dict[int, Placement] = {}
+        self.usage = [QueueUsage(q.held, 0, set(q.active_runs)) for q in problem.queues]
+        self.admitted: dict[int, NodeAssignment | None] = {}  # None: joined a pool, nothing placed
+        self.env_started: dict[int, NodeAssignment] = {}
         self.pool_units: dict[int, set[UnitKey]] = {}  # who this tick placed work in a pool
         self.pool_top: dict[int, tuple[int, str]] = {}  # highest queue priority placed there
         self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
@@ -88,13 +88,13 @@ class Plan:
             total += _bounded(pool.room, free.sum(axis=0))
         self.untyped_on: dict[str, int] = {}  # this tick's untyped GPUs per device, all queues
 
-    def units(self) -> dict[UnitKey, tuple[int, list[Item], Placement]]:
+    def units(self) -> dict[UnitKey, tuple[int, list[Item], NodeAssignment]]:
         """Every placed unit of this tick: its queue, its containers and where they sit."""
         keys: list[UnitKey] = [("action", i) for i, p in self.admitted.items() if p is not None]
         keys += [("env", e) for e in self.env_started]
         return {key: self.unit(key) for key in keys}
 
-    def unit(self, key: UnitKey) -> tuple[int, list[Item], Placement]:
+    def unit(self, key: UnitKey) -> tuple[int, list[Item], NodeAssignment]:
         kind, index = key
         if kind == "env":
             env = self.problem.envs[index]
@@ -196,7 +196,7 @@ class Plan:
                 (self.cluster_used[cluster][nonzero] / total[nonzero]).max()
             )
 
-    def find_placement(self, action: ActionInfo) -> Placement | None:
+    def find_placement(self, action: ActionInfo) -> NodeAssignment | None:
         """Best-fit the unit's containers into the least loaded cluster that takes them all
         (with `first_fit`: the first cluster, pool and node that take them, in order)."""
         items = self.items_to_place(action)
@@ -213,7 +213,7 @@ class Plan:
                 failures.append(wanted)
         return placement
 
-    def _best_placement(self, action: ActionInfo, items: list[Item]) -> Placement | None:
+    def _best_placement(self, action: ActionInfo, items: list[Item]) -> NodeAssignment | None:
         # Clusters where every container has a pool with a node big enough: a cheap first cut.
         clusters: set[int] | None = None
         for item in items:
@@ -227,7 +227,7 @@ class Plan:
         for cluster in sorted(clusters, key=load):
             spots = self._fit_in_cluster(items, cluster, action.queue, self.charge_of(action))
             if spots is not None:
-                return Placement(cluster, spots)
+                return NodeAssignment(cluster, spots)
         return None
 
     def _fit_in_cluster(
@@ -329,7 +329,7 @@ class Plan:
 
     # -- commit --------------------------------------------------------------------------
 
-    def admit(self, action: ActionInfo, placement: Placement | None) -> None:
+    def admit(self, action: ActionInfo, placement: NodeAssignment | None) -> None:
         usage = self.usage[action.queue]
         usage.held += self.charge_of(action)
         usage.admitted += 1
@@ -345,7 +345,7 @@ class Plan:
         else:
             self.admitted[action.index] = placement
 
-    def move(self, key: UnitKey, placement: Placement) -> None:
+    def move(self, key: UnitKey, placement: NodeAssignment) -> None:
         """Put an admitted unit somewhere else (the model found room by moving it)."""
         queue, items, old = self.unit(key)
         self._occupy(key, queue, items, old, -1)
@@ -357,7 +357,12 @@ class Plan:
             self.admitted[index] = placement
 
     def _occupy(
-        self, key: UnitKey, queue_index: int, items: list[Item], placement: Placement, sign: int
+        self,
+        key: UnitKey,
+        queue_index: int,
+        items: list[Item],
+        placement: NodeAssignment,
+        sign: int,
     ) -> None:
         """Take (sign +1) or give back (-1) the room of `items` at `placement`."""
         queue = self.problem.queues[queue_index]
