@@ -11,8 +11,9 @@ demand, a queue's usage and its caps are compared entry by entry.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from enum import IntEnum
+from typing import TypeVar, overload
 
 from models.devices import AMD_GPU, GOOGLE_TPU, NVIDIA_GPU
 from models.quantity import format_quantity
@@ -20,6 +21,7 @@ from models.quantity import format_quantity
 UNTYPED_GPU = "gpu"
 """The key of untyped NVIDIA GPU requests (the cap `max_gpus`)."""
 
+T = TypeVar("T")
 _DEVICE_PREFIXES = tuple(kind + "/" for kind in (NVIDIA_GPU, GOOGLE_TPU, AMD_GPU))
 
 
@@ -80,6 +82,27 @@ class ResourceVector(Mapping[str, int]):
     def __len__(self) -> int:
         return len(self._amounts)
 
+    # The dict's own lookups and views: Mapping's defaults go through __getitem__ and, for a
+    # missing key, an exception, which the tick's hot loops cannot afford.
+    def __contains__(self, name: object) -> bool:
+        return name in self._amounts
+
+    @overload
+    def get(self, name: str, /) -> int | None: ...
+    @overload
+    def get(self, name: str, /, default: int | T) -> int | T: ...
+    def get(self, name: str, /, default: int | T | None = None) -> int | T | None:
+        return self._amounts.get(name, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._amounts.keys()
+
+    def items(self) -> ItemsView[str, int]:
+        return self._amounts.items()
+
+    def values(self) -> ValuesView[int]:
+        return self._amounts.values()
+
     def __hash__(self) -> int:
         return hash(frozenset(self._amounts.items()))
 
@@ -107,17 +130,17 @@ class ResourceVector(Mapping[str, int]):
         amounts[name] = amounts.get(name, 0) + amount
         return ResourceVector(amounts)
 
-    def over(
-        self, held: Mapping[str, int], caps: Mapping[str, int]
-    ) -> Iterator[tuple[str, int, int]]:
+    def over(self, held: ResourceVector, caps: ResourceVector) -> Iterator[tuple[str, int, int]]:
         """(name, amount, cap) for each entry of this demand that takes `held` past its cap.
 
         Zero amounts never break a cap, not even one that usage is already over.
         """
+        cap_of, held_of = caps._amounts.get, held._amounts.get
         for name, amount in self._amounts.items():
-            cap = caps.get(name)
-            if cap is not None and amount and held.get(name, 0) + amount > cap:
-                yield name, amount, cap
+            if amount:
+                cap = cap_of(name)
+                if cap is not None and held_of(name, 0) + amount > cap:
+                    yield name, amount, cap
 
     def accelerators(self) -> int:
         """GPUs and other accelerators, typed or untyped."""

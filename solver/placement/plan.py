@@ -237,8 +237,8 @@ class Plan:
         usage = self.usage[queue_index]
         taken: list[tuple[int, int, np.ndarray]] = []
         # An untyped container landing on a capped device shares the cap with the unit's own
-        # typed request for it.
-        device_extra: dict[str, int] = charge.of_kind(ResourceKind.DEVICE)
+        # typed request for it (only device names are looked up here).
+        device_extra = dict(charge.items())
         spots: list[Spot | None] = [None] * len(items)
         # Larger containers first: they have the fewest nodes to choose from.
         order = sorted(
