@@ -56,13 +56,8 @@ def caps_of(
     return ResourceVector(caps)
 
 
-def report_order(name: str) -> tuple[int, str]:
-    """Sort key: named resources, devices, untyped GPUs, each by name."""
-    return kind_of(name), name
-
-
 class ResourceVector(Mapping[str, int]):
-    """Immutable integer amounts by canonical resource name; a missing key is zero.
+    """Immutable integer amounts by canonical resource name; `amount` reads a missing one as 0.
 
     Entries keep the order they were added in: a demand lists its named resources, then its
     devices, then its untyped GPUs, and the first cap it breaks is reported in that order.
@@ -118,14 +113,8 @@ class ResourceVector(Mapping[str, int]):
             amounts[name] = amounts.get(name, 0) + amount
         return ResourceVector(amounts)
 
-    def __sub__(self, other: Mapping[str, int]) -> ResourceVector:
-        amounts = dict(self._amounts)
-        for name, amount in other.items():
-            amounts[name] = amounts.get(name, 0) - amount
-        return ResourceVector(amounts)
-
     def plus(self, name: str, amount: int) -> ResourceVector:
-        """This vector with `amount` more of `name`."""
+        """This vector with `amount` more (a negative amount: less) of `name`."""
         amounts = dict(self._amounts)
         amounts[name] = amounts.get(name, 0) + amount
         return ResourceVector(amounts)
@@ -151,9 +140,11 @@ class ResourceVector(Mapping[str, int]):
         """The entries of one kind, in the order they were added."""
         return {name: a for name, a in self._amounts.items() if kind_of(name) is kind}
 
-    def reported(self) -> list[tuple[str, int]]:
-        """The entries in report order (see report_order)."""
-        return sorted(self._amounts.items(), key=lambda entry: report_order(entry[0]))
+    def reported(self) -> ResourceVector:
+        """The entries as reports list them: named resources, devices, untyped GPUs, by name."""
+        return ResourceVector(
+            sorted(self._amounts.items(), key=lambda entry: (kind_of(entry[0]), entry[0]))
+        )
 
 
 EMPTY = ResourceVector()

@@ -30,7 +30,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.errors import Unavailable
-from models.resources import ResourceKind, ResourceVector, kind_of
+from models.resources import ResourceKind, kind_of
 from solver.explain.frozen import Frozen
 from solver.placement.problem import UNBOUNDED, Item
 
@@ -160,8 +160,7 @@ class ExplainModel:
     def _caps(self) -> None:
         """Named resources and untyped GPUs: what the action adds is known before placement."""
         limits = {ResourceKind.NAMED: Limit.CAP, ResourceKind.UNTYPED_GPU: Limit.UNTYPED}
-        charge = ResourceVector(self.charge.reported())
-        for name, _, _ in charge.over(self.usage.held, self.queue.caps):
+        for name, _, _ in self.charge.reported().over(self.usage.held, self.queue.caps):
             limit = limits.get(kind_of(name))
             if limit is not None:  # device caps depend on where untyped GPUs land
                 self._assume(limit, name, True)

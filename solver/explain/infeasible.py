@@ -170,7 +170,7 @@ class _Reasons:
                 limit=cap,
                 message=over_cap_text(q.name, name, amount, cap),
             )
-            for name, amount, cap in ResourceVector(self.demand.reported()).over(EMPTY, q.caps)
+            for name, amount, cap in self.demand.reported().over(EMPTY, q.caps)
         ]
 
     def capped(self, item: Item, pool: PoolInfo) -> int | None:
