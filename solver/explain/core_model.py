@@ -74,7 +74,7 @@ class Assumption:
 
 
 @dataclass
-class Spot:
+class NodeChoice:
     """One possible node of one container: a real node, or an extra one (`node` None)."""
 
     item: int
@@ -88,7 +88,7 @@ class Fix:
     """The cheapest way in: which limits to relax, and where the action then lands."""
 
     relaxed: list[Assumption]
-    spots: list[Spot]  # one per container
+    spots: list[NodeChoice]  # one per container
     extra_nodes: dict[int, int] = field(default_factory=dict)  # pool -> extra nodes used
 
 
@@ -104,7 +104,7 @@ class ExplainModel:
         self.clusters = plan.candidate_clusters(self.items, action.queue) if self.items else []
         self.model = cp_model.CpModel()
         self.assumptions: list[Assumption] = []
-        self.spots: list[Spot] = []
+        self.spots: list[NodeChoice] = []
         self.cluster_vars: dict[int, cp_model.IntVar] = {}
         self.room: dict[int, Assumption] = {}
         self.slots: dict[int, list[int]] = {}  # pool -> the nodes its containers may use
@@ -193,7 +193,7 @@ class ExplainModel:
         for p in sorted(wanting):
             self.room[p] = self._assume(Limit.ROOM, p, None)
             self.slots[p] = self._slots(p, wanting[p])
-        by_node: dict[tuple[int, int | None, int], list[Spot]] = {}
+        by_node: dict[tuple[int, int | None, int], list[NodeChoice]] = {}
         for i, item in enumerate(self.items):
             for c in self.clusters:
                 in_cluster = []
@@ -201,12 +201,12 @@ class ExplainModel:
                     free = plan.free[p]
                     for node in self.slots[p]:
                         if (free[node] >= item.request).all():
-                            spot = Spot(i, p, node, model.new_bool_var(""))
+                            spot = NodeChoice(i, p, node, model.new_bool_var(""))
                             in_cluster.append(spot)
                             by_node.setdefault((p, node, 0), []).append(spot)
                     # Extra nodes of the pool's shape, open only while its room is relaxed.
                     for extra in range(wanting[p]):
-                        spot = Spot(i, p, None, model.new_bool_var(""))
+                        spot = NodeChoice(i, p, None, model.new_bool_var(""))
                         model.add_implication(spot.var, self.room[p].literal.Not())
                         in_cluster.append(spot)
                         by_node.setdefault((p, None, extra), []).append(spot)
@@ -226,7 +226,7 @@ class ExplainModel:
                     model.add_implication(s.var, used)
                 self.extra_used[(p, extra)] = used
 
-    def device_landing(self, device: str) -> list[Spot]:
+    def device_landing(self, device: str) -> list[NodeChoice]:
         """Spots where an untyped container of the action counts against `device`'s cap."""
         return [
             s
