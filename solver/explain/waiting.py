@@ -498,7 +498,7 @@ class _Words:
             a for a in frozen.world.actions if a.queue == self.name and a.state.value == "running"
         ]
         actions += [as_running(a, d) for a, d in frozen.line.admitted if a.queue == self.name]
-        return sum(charge(frozen.world, a).get(str(assumption.subject), 0) for a in actions)
+        return sum(charge(frozen.world, a).amount(str(assumption.subject)) for a in actions)
 
 
 def _freed(resource: str, amount: int) -> str:
