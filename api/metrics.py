@@ -8,7 +8,7 @@ from api.schemas.job_queues import JobQueuePublic
 from api.schemas.queues import QueuePublic
 from api.ticker import TickStats
 from models.quantity import CPU, parse_quantity
-from models.result import UNTYPED_GPU
+from models.resources import UNTYPED_GPU
 
 
 def _label(value: str) -> str:

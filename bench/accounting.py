@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fixtures.fleets import Fleet, Need, QueueLedger, demand_of, need_of
-from models.result import EnvironmentStart, PlacedContainer, ScheduledAction
-from models.snapshot import ActionState, Container, ContainerPlacement, Placement, Snapshot
+from models.resources import UNTYPED_GPU, ResourceVector
+from models.result import EnvironmentStart, ScheduledAction
+from models.snapshot import ActionState, Container, Placement, Snapshot
 
 
 @dataclass
-class Outcome:
+class TickAssessment:
     actions: int  # actions admitted this tick
     gpus: int  # GPUs newly placed this tick
     gpu_allocation: float  # share of the fleet's full-scale GPUs requested after the tick
@@ -30,7 +31,7 @@ def assess(
     snapshot: Snapshot,
     scheduled: Sequence[ScheduledAction],
     environments_started: Sequence[EnvironmentStart],
-) -> Outcome:
+) -> TickAssessment:
     """Replay running work and the plan; count what is admitted and what the fleet holds."""
     default_type = snapshot.settings.default_gpu_type
     fleet = Fleet(snapshot.clusters)
@@ -57,15 +58,16 @@ def assess(
                 default_type,
                 None,
             )
-    before = {name: _usage(ledger) for name, ledger in ledgers.items()}
+    before = {name: _held(ledger) for name, ledger in ledgers.items()}
 
     problems: list[str] = []
     gpus = 0
     for start in environments_started:
         env = envs[start.environment]
-        placement = _placement(start.cluster, start.containers)
         containers = env.replica_containers()
-        gpus += _charge(fleet, ledgers[env.queue], placement, containers, default_type, problems)
+        gpus += _charge(
+            fleet, ledgers[env.queue], start.placement(), containers, default_type, problems
+        )
     for entry in scheduled:
         queued = actions.get(entry.action)
         if queued is None or queued.state is not ActionState.QUEUED:
@@ -73,10 +75,10 @@ def assess(
             continue
         if queued.environment is not None:
             continue  # charged once through its environment's start, or joins a running pool
-        if entry.cluster is None:
+        placement = entry.placement()
+        if placement is None:
             problems.append(f"{entry.action}: scheduled without a cluster")
             continue
-        placement = _placement(entry.cluster, entry.containers)
         gpus += _charge(
             fleet, ledgers[queued.queue], placement, queued.containers, default_type, problems
         )
@@ -95,22 +97,12 @@ def assess(
         total_cpu += pool_cpu
         held_gpus += pool_gpus - sum(pool.free_gpus)
         held_cpu += pool_cpu - sum(pool.free_cpu)
-    return Outcome(
+    return TickAssessment(
         actions=len(scheduled),
         gpus=gpus,
         gpu_allocation=held_gpus / total_gpus if total_gpus else 0.0,
         cpu_allocation=held_cpu / total_cpu if total_cpu else 0.0,
         problems=problems,
-    )
-
-
-def _placement(cluster: str, containers: Sequence[PlacedContainer]) -> Placement:
-    return Placement.model_construct(
-        cluster=cluster,
-        containers=[
-            ContainerPlacement.model_construct(name=c.name, node_pool=c.node_pool, node=c.node)
-            for c in containers
-        ],
     )
 
 
@@ -158,37 +150,18 @@ def _placement_problems(
     return problems
 
 
-Usage = tuple[dict[str, int], dict[str, int], int, int, int]
+def _held(ledger: QueueLedger) -> ResourceVector:
+    """What the queue holds, by the canonical names of its caps (models.resources)."""
+    return ResourceVector({**ledger.used, **ledger.device_used, UNTYPED_GPU: ledger.untyped_used})
 
 
-def _usage(ledger: QueueLedger) -> Usage:
-    return (
-        dict(ledger.used),
-        dict(ledger.device_used),
-        ledger.untyped_used,
-        ledger.in_flight,
-        len(ledger.runs),
-    )
-
-
-def _cap_problems(ledger: QueueLedger, before: Usage) -> list[str]:
+def _cap_problems(ledger: QueueLedger, before: ResourceVector) -> list[str]:
     """A cap the plan pushed usage past (usage already over a lowered cap may stay there)."""
-    queue = ledger.queue
-    used, device_used, untyped, _, _ = before
-    checks = [
-        *(
-            (name, used.get(name, 0), ledger.used.get(name, 0), cap)
-            for name, cap in queue.max_resources.items()
-        ),
-        *(
-            (device, device_used.get(device, 0), ledger.device_used.get(device, 0), cap)
-            for device, cap in queue.max_accelerators.items()
-        ),
-    ]
-    if queue.max_gpus is not None:
-        checks.append(("untyped gpus", untyped, ledger.untyped_used, queue.max_gpus))
-    return [
-        f"queue {queue.name}: {name} {after} over cap {cap} (was {was})"
-        for name, was, after, cap in checks
-        if after > was and after > cap
-    ]
+    queue, after = ledger.queue, _held(ledger)
+    problems = []
+    for name, cap in queue.caps.items():
+        was, now = before.amount(name), after.amount(name)
+        if now > was and now > cap:
+            label = "untyped gpus" if name == UNTYPED_GPU else name
+            problems.append(f"queue {queue.name}: {label} {now} over cap {cap} (was {was})")
+    return problems

@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.accounting import Outcome, assess
+from bench.accounting import TickAssessment, assess
 from bench.baseline import first_fit
 from bench.scenarios import build
 from models.errors import SluiceError
@@ -61,7 +61,7 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-def _scores(outcome: Outcome) -> dict[str, Any]:
+def _scores(outcome: TickAssessment) -> dict[str, Any]:
     return {
         "actions": outcome.actions,
         "gpus": outcome.gpus,

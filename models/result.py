@@ -10,17 +10,15 @@ from pydantic import BaseModel, Field
 from models.errors import ErrorCode
 from models.fields import Timestamp
 from models.quota_result import QuotaTickResult
-from models.snapshot import Scheduling
+from models.resources import ResourceVector, caps_of
+from models.snapshot import ContainerPlacement, Placement, Scheduling
 from models.solver_info import SolverInfo, SolverStatus
 
-UNTYPED_GPU = "gpu"
-"""The key of untyped NVIDIA GPU requests in `accelerator_charges`."""
 
+class PlacedContainer(ContainerPlacement):
+    """Where the tick put a container: a snapshot's container placement, and whether its node
+    is new. A Placement of these is the running work the admission becomes."""
 
-class PlacedContainer(BaseModel):
-    name: str
-    node_pool: str
-    node: int
     new_node: bool = False  # the node is started by this placement (scale-up within max_nodes)
 
 
@@ -32,6 +30,12 @@ class ScheduledAction(BaseModel):
     containers: list[PlacedContainer] = Field(default_factory=list)
     environment: str | None = None
 
+    def placement(self) -> Placement | None:
+        """Where the action runs; None when it joins an environment's running pool."""
+        if self.cluster is None:
+            return None
+        return Placement.model_construct(cluster=self.cluster, containers=list(self.containers))
+
 
 class EnvironmentStart(BaseModel):
     """A reusable pool started this tick by the first of its actions."""
@@ -40,6 +44,9 @@ class EnvironmentStart(BaseModel):
     queue: str
     cluster: str
     containers: list[PlacedContainer]
+
+    def placement(self) -> Placement:
+        return Placement.model_construct(cluster=self.cluster, containers=list(self.containers))
 
 
 class FailedAction(BaseModel):
@@ -71,14 +78,18 @@ class WaitingAction(BaseModel):
 
 
 class QueueMetrics(BaseModel):
-    """Usage next to each cap, with the names `Queue.details` uses."""
+    """Usage next to each cap, with the names `Queue.details` uses.
+
+    Quantities are integers in canonical units (cpu in millicores, memory in bytes); the API
+    and the CLI spell them as people write them.
+    """
 
     name: str
     pool: str
     priority: int
     scheduling: Scheduling
-    in_flight_resources: dict[str, str]
-    max_resources: dict[str, str]
+    in_flight_resources: dict[str, int]
+    max_resources: dict[str, int]
     accelerator_charges: dict[str, int]
     max_gpus: int | None
     max_accelerators: dict[str, int]
@@ -94,6 +105,13 @@ class QueueMetrics(BaseModel):
     depth: int | None
     waiting: int
 
+    def held(self) -> ResourceVector:
+        """What the queue holds, as one vector (see models.resources)."""
+        return ResourceVector({**self.in_flight_resources, **self.accelerator_charges})
+
+    def caps(self) -> ResourceVector:
+        return caps_of(self.max_resources, self.max_accelerators, self.max_gpus)
+
 
 class TickResult(BaseModel):
     now: datetime
@@ -107,7 +125,6 @@ class TickResult(BaseModel):
 
 
 __all__ = [
-    "UNTYPED_GPU",
     "EnvironmentStart",
     "FailedAction",
     "PlacedContainer",

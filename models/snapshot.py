@@ -33,6 +33,7 @@ from models.quota import (
     ServiceEnvironment,
     check_quota_references,
 )
+from models.resources import ResourceVector, caps_of
 
 DEFAULT_QUEUE = "default"
 DEFAULT_POOL = "default"
@@ -62,6 +63,11 @@ class Queue(Strict):
     scheduling: Scheduling = Scheduling.GREEDY_CAPACITY
     clusters: list[str] | None = None
     head_blocked_since: Timestamp | None = None  # carried from the previous tick
+
+    @property
+    def caps(self) -> ResourceVector:
+        """Every cap by canonical name: max_resources, max_accelerators, max_gpus as `gpu`."""
+        return caps_of(self.max_resources, self.max_accelerators, self.max_gpus)
 
 
 class NodeShape(Strict):

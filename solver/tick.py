@@ -12,10 +12,10 @@ import gc
 import time
 from dataclasses import dataclass
 
-from models.result import SolverStatus, TickResult
+from models.result import SolverInfo, SolverStatus, TickResult
 from models.snapshot import Snapshot
 from solver.placement.best_fit import best_fit_pass, over_depth, strict_heads
-from solver.placement.decide import Budget, Decider
+from solver.placement.decide import Decider, ModelCheckBudget
 from solver.placement.decode import decode
 from solver.placement.failfast import fail_fast
 from solver.placement.plan import Plan
@@ -25,9 +25,10 @@ from solver.quota.tick import QuotaOptions, quota_tick
 
 @dataclass(frozen=True)
 class TickOptions:
-    # Estimated seconds for all of a tick's model checks (solver.placement.decide.Budget:
-    # reproducible, and about wall seconds on this machine); past it, best-fit decides the rest
-    # of the line and the result says the limit was hit.
+    # Estimated seconds for all of a tick's model checks (see
+    # solver.placement.decide.ModelCheckBudget: reproducible, and about wall seconds on this
+    # machine); past it, best-fit decides the rest of the line and the result says the limit
+    # was hit.
     time_limit_s: float = 2.0
     seed: int = 0
 
@@ -65,7 +66,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     plan = Plan(problem)
     outcome = best_fit_pass(problem, plan, failures, deep)
     lap("best_fit")
-    budget = Budget(options.time_limit_s, options.seed, time.perf_counter())
+    budget = ModelCheckBudget(options.time_limit_s, options.seed, time.perf_counter())
     decider = Decider(problem, failures, deep, budget)
     plan, refusals = decider.run(plan, outcome)
     if budget.limit_hit and _gpus(problem, plan) < _gpu_ceiling(problem):
@@ -76,11 +77,12 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
         if _gpus(problem, floor) > _gpus(problem, plan):
             plan, refusals = floor, floor_refusals
     lap("decide")
-    result = decode(snapshot, problem, plan, failures, refusals, strict_heads(problem, refusals))
+    decisions = decode(problem, plan, failures, refusals, strict_heads(problem, refusals))
     lap("decode")
+    quota = None
     if snapshot.job_queues:
         # Quota-managed job queues run on their own service environments: a separate model.
-        result.quota = quota_tick(
+        quota = quota_tick(
             snapshot.scheduling_policies,
             snapshot.service_environments,
             snapshot.job_queues,
@@ -90,37 +92,43 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
         )
         lap("quota")
 
-    info = result.solver
     if budget.limit_hit:
-        info.status = SolverStatus.LIMIT_REACHED
+        status = SolverStatus.LIMIT_REACHED
     elif decider.stats.contested:
-        info.status = SolverStatus.OPTIMAL
+        status = SolverStatus.OPTIMAL
     elif problem.actions:
-        info.status = SolverStatus.GREEDY_EXACT
-    info.limit_hit = budget.limit_hit
-    info.wall_time_s = time.perf_counter() - started
-    # The decide phase's share spent building and solving models, for the benchmark's split.
-    info.phases_s = phases | {
-        "model_build": decider.stats.build_s,
-        "model_solve": decider.stats.solve_s,
-    }
-    info.contested = decider.stats.contested
-    info.model_solves = decider.stats.model_solves
-    info.largest_model_variables = decider.stats.largest_model_variables
-    info.unproven_refusals = decider.stats.unproven_refusals
-    return result
+        status = SolverStatus.GREEDY_EXACT
+    else:
+        status = SolverStatus.NOTHING_TO_DO
+    stats = decider.stats
+    solver = SolverInfo(
+        status=status,
+        wall_time_s=time.perf_counter() - started,
+        limit_hit=budget.limit_hit,
+        # The decide phase's share spent building and solving models, for the benchmark's split.
+        phases_s=phases | {"model_build": stats.build_s, "model_solve": stats.solve_s},
+        contested=stats.contested,
+        model_solves=stats.model_solves,
+        largest_model_variables=stats.largest_model_variables,
+        unproven_refusals=stats.unproven_refusals,
+    )
+    return TickResult(
+        now=problem.now,
+        scheduled=decisions.scheduled,
+        environments_started=decisions.environments_started,
+        failed=decisions.failed,
+        waiting=decisions.waiting,
+        queues=decisions.queues,
+        quota=quota,
+        solver=solver,
+    )
 
 
 def _gpus(problem: Problem, plan: Plan) -> int:
     """GPUs (of any accelerator) that a plan admits: what "no worse than first-fit" compares."""
-    gpus = 0
-    for i in plan.admitted:
-        demand = problem.actions[i].demand
-        gpus += demand.untyped + sum(demand.devices.values())
-    for e in plan.env_started:
-        demand = problem.envs[e].demand
-        gpus += demand.untyped + sum(demand.devices.values())
-    return gpus
+    return sum(problem.actions[i].demand.accelerators() for i in plan.admitted) + sum(
+        problem.envs[e].demand.accelerators() for e in plan.env_started
+    )
 
 
 def _gpu_ceiling(problem: Problem) -> int:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic_core import to_json
+
 from models.errors import InvalidInput
 from models.fields import format_duration
-from models.quantity import parse_quantity
-from models.result import UNTYPED_GPU, TickResult
+from models.quantity import format_quantity, parse_quantity
+from models.resources import UNTYPED_GPU
+from models.result import QueueMetrics, TickResult
 
 BAR_WIDTH = 24
 
@@ -221,6 +224,21 @@ def action_detail(action: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def tick_json(result: TickResult) -> str:
+    """The TickResult as JSON (`sluice solve --json`), quantities spelled as people write them."""
+    data = result.model_dump(mode="json")
+    data["queues"] = {name: _spelled(metrics) for name, metrics in result.queues.items()}
+    return to_json(data, indent=2).decode()
+
+
+def _spelled(metrics: QueueMetrics) -> dict[str, Any]:
+    """The metrics as JSON with their quantities spelled (`4Ti`, `500m`), as the API shows them."""
+    view = metrics.model_dump(mode="json")
+    for field in ("in_flight_resources", "max_resources"):
+        view[field] = {r: format_quantity(r, amount) for r, amount in view[field].items()}
+    return view
+
+
 def tick_summary(result: TickResult) -> str:
     """A readable account of one tick, for `sluice solve` without --json."""
     solver = result.solver
@@ -263,7 +281,7 @@ def tick_summary(result: TickResult) -> str:
             )
     lines.append("queues")
     for metrics in result.queues.values():
-        view = metrics.model_dump(mode="json") | {
+        view = _spelled(metrics) | {
             "draining": False,
             "clusters": None,
             "as_of": None,

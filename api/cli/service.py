@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from api.cli.job_queues import quota_summary
-from api.cli.render import tick_summary
+from api.cli.render import tick_json, tick_summary
 from models.errors import InvalidInput
 
 
@@ -127,6 +127,6 @@ def solve_scenario(path: Path, as_json: bool, time_limit: float) -> None:
     from solver import TickOptions, tick
 
     result = tick(load_scenario(path), TickOptions(time_limit_s=time_limit))
-    click.echo(result.model_dump_json(indent=2) if as_json else tick_summary(result))
+    click.echo(tick_json(result) if as_json else tick_summary(result))
     if result.quota and not as_json:
         click.echo(quota_summary(result.quota))

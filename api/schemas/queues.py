@@ -11,6 +11,7 @@ from api.schemas.common import Body, DeviceCounts, Name, Quantities, to_domain
 from api.store.records import QueueCounts, QueueRecord
 from models.explanation import Explanation
 from models.fields import Timestamp
+from models.quantity import format_quantity
 from models.result import QueueMetrics
 from models.snapshot import DEFAULT_POOL, Queue, Scheduling
 
@@ -117,7 +118,11 @@ class QueuePublic(BaseModel):
             max_resources=settings["max_resources"],
             max_gpus=queue.max_gpus,
             max_accelerators=queue.max_accelerators,
-            in_flight_resources=metrics.in_flight_resources if metrics else {},
+            in_flight_resources=(
+                {r: format_quantity(r, a) for r, a in metrics.in_flight_resources.items()}
+                if metrics
+                else {}
+            ),
             accelerator_charges=metrics.accelerator_charges if metrics else {},
             head_blocked=queue.head_blocked_since is not None,
             head_blocked_since=queue.head_blocked_since,

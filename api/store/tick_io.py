@@ -18,7 +18,7 @@ from api.store.connection import SqliteFile, bump_generation, read_generation, s
 from api.store.job_queues import apply_quota_decisions, read_quota_snapshot
 from api.store.records import AppliedJobs, AppliedTick, Phase, SnapshotOvertaken, TickInput
 from models.result import TickResult
-from models.snapshot import Action, ActionState, ContainerPlacement, Placement, Snapshot
+from models.snapshot import Action, ActionState, Placement, Snapshot
 
 
 class ActionCache:
@@ -185,13 +185,7 @@ class SqliteTickIO(SqliteFile):
                 )
             bump_generation(conn)
             for start in result.environments_started:
-                placement = Placement(
-                    cluster=start.cluster,
-                    containers=[
-                        ContainerPlacement(name=c.name, node_pool=c.node_pool, node=c.node)
-                        for c in start.containers
-                    ],
-                )
+                placement = start.placement()
                 started += conn.execute(
                     "UPDATE environments SET running = 1, placement = ?, cluster = ?"
                     " WHERE name = ? AND running = 0",
@@ -199,15 +193,10 @@ class SqliteTickIO(SqliteFile):
                 ).rowcount
             for decision in result.scheduled:
                 placement_json = cluster = None
-                if decision.cluster is not None:
-                    cluster = decision.cluster
-                    placement_json = Placement(
-                        cluster=decision.cluster,
-                        containers=[
-                            ContainerPlacement(name=c.name, node_pool=c.node_pool, node=c.node)
-                            for c in decision.containers
-                        ],
-                    ).model_dump_json()
+                placed = decision.placement()
+                if placed is not None:
+                    cluster = placed.cluster
+                    placement_json = placed.model_dump_json()
                 elif decision.environment is not None:
                     # Joining a pool: the pool must be up, or the action stays queued.
                     row = conn.execute(

@@ -57,9 +57,9 @@ from models.arrow.schema import (
     WAITING,
 )
 from models.errors import InvalidInput
-from models.quantity import parse_quantity
 from models.quota_result import QuotaTickResult
-from models.result import UNTYPED_GPU, PlacedContainer, QueueMetrics, ScheduledAction, TickResult
+from models.resources import ResourceKind, kind_of
+from models.result import PlacedContainer, QueueMetrics, ScheduledAction, TickResult
 from models.snapshot import Container, ContainerPlacement, Environment, Placement, Snapshot
 
 Format = Literal["arrow", "parquet"]
@@ -377,23 +377,18 @@ def quota_result_tables(result: QuotaTickResult | None) -> dict[str, pa.Table]:
 
 def _usage_rows(m: QueueMetrics) -> Iterable[tuple[str, str, str, int, int | None]]:
     """(queue, kind, resource, used, cap) for every used or capped resource, device and limit."""
-
-    def amount(resource: str, text: str | None) -> int | None:
-        # QueueMetrics prints quantities the way people write them; the table holds integers.
-        return None if text is None else parse_quantity(resource, text, f"{m.name}.{resource}")
-
-    for resource in sorted(m.in_flight_resources.keys() | m.max_resources.keys()):
-        used = amount(resource, m.in_flight_resources.get(resource)) or 0
-        yield m.name, "resource", resource, used, amount(resource, m.max_resources.get(resource))
-    devices = m.accelerator_charges.keys() | m.max_accelerators.keys()
-    if m.max_gpus is not None:
-        devices.add(UNTYPED_GPU)
-    for device in sorted(devices):
-        cap = m.max_gpus if device == UNTYPED_GPU else m.max_accelerators.get(device)
-        yield m.name, "accelerator", device, m.accelerator_charges.get(device, 0), cap
+    held, caps = m.held(), m.caps()
+    # Named resources first, then accelerators (untyped `gpu` among the devices), by name.
+    for resource in sorted(held.keys() | caps.keys(), key=lambda r: (_is_accelerator(r), r)):
+        kind = "accelerator" if _is_accelerator(resource) else "resource"
+        yield m.name, kind, resource, held.amount(resource), caps.get(resource)
     yield m.name, "concurrency", "actions", m.running_actions, m.action_concurrency
     yield m.name, "concurrency", "runs", m.active_runs, m.run_concurrency
     yield m.name, "concurrency", "depth", m.depth_used, m.depth
+
+
+def _is_accelerator(resource: str) -> bool:
+    return kind_of(resource) is not ResourceKind.NAMED
 
 
 # --- files and streams ----------------------------------------------------------------------------

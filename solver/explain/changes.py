@@ -15,7 +15,7 @@ from collections.abc import Callable
 from models.devices import AcceleratorRequest, parse_device
 from models.errors import InvalidInput
 from models.explanation import Change, ChangeKind
-from models.result import UNTYPED_GPU
+from models.resources import UNTYPED_GPU, ResourceVector
 from models.snapshot import Action, ActionState, Container, Environment, Queue, Snapshot
 
 LIMIT_SETTINGS = ("action_concurrency", "run_concurrency", "depth")
@@ -226,7 +226,7 @@ def _finish(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
     elif resource == FINISH_ACTIONS:
         gone = {a.id for a in sorted(running, key=lambda a: a.id)[:wanted]}
     else:
-        held = sorted(((charge(snapshot, a).get(resource, 0), a.id) for a in running), reverse=True)
+        held = sorted(((charge(snapshot, a).amount(resource), a.id) for a in running), reverse=True)
         gone, freed = set(), 0
         for amount, held_by in held:
             if freed >= wanted or not amount:
@@ -237,8 +237,9 @@ def _finish(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
     return snapshot.model_copy(update={"actions": actions})
 
 
-def charge(snapshot: Snapshot, action: Action) -> dict[str, int]:
-    """What a running action counts against its queue's caps, keyed like the caps."""
+def charge(snapshot: Snapshot, action: Action) -> ResourceVector:
+    """What a running action counts against its queue's caps (an untyped GPU under `gpu` and
+    under the device it landed on)."""
     default = snapshot.settings.default_gpu_type
     pools = {
         (c.name, p.name): p.node.accelerator if p.node.accelerators else None
@@ -261,7 +262,7 @@ def charge(snapshot: Snapshot, action: Action) -> dict[str, int]:
                 device = pools.get((action.placement.cluster, spot.node_pool))
         if device is not None:
             charged[device] = charged.get(device, 0) + gpu.count
-    return charged
+    return ResourceVector(charged)
 
 
 _APPLY: dict[ChangeKind, Callable[[Snapshot, str, Change], Snapshot]] = {

@@ -30,6 +30,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.errors import Unavailable
+from models.resources import ResourceKind, kind_of
 from solver.explain.frozen import Frozen
 from solver.placement.problem import UNBOUNDED, Item
 
@@ -73,7 +74,7 @@ class Assumption:
 
 
 @dataclass
-class Spot:
+class NodeChoice:
     """One possible node of one container: a real node, or an extra one (`node` None)."""
 
     item: int
@@ -87,7 +88,7 @@ class Fix:
     """The cheapest way in: which limits to relax, and where the action then lands."""
 
     relaxed: list[Assumption]
-    spots: list[Spot]  # one per container
+    spots: list[NodeChoice]  # one per container
     extra_nodes: dict[int, int] = field(default_factory=dict)  # pool -> extra nodes used
 
 
@@ -103,7 +104,7 @@ class ExplainModel:
         self.clusters = plan.candidate_clusters(self.items, action.queue) if self.items else []
         self.model = cp_model.CpModel()
         self.assumptions: list[Assumption] = []
-        self.spots: list[Spot] = []
+        self.spots: list[NodeChoice] = []
         self.cluster_vars: dict[int, cp_model.IntVar] = {}
         self.room: dict[int, Assumption] = {}
         self.slots: dict[int, list[int]] = {}  # pool -> the nodes its containers may use
@@ -158,14 +159,11 @@ class ExplainModel:
 
     def _caps(self) -> None:
         """Named resources and untyped GPUs: what the action adds is known before placement."""
-        for name, amount in sorted(self.charge.resources.items()):
-            cap = self.queue.caps.get(name)
-            if cap is not None and amount and self.usage.used.get(name, 0) + amount > cap:
-                self._assume(Limit.CAP, name, True)
-        untyped = self.charge.untyped
-        cap = self.queue.max_gpus
-        if untyped and cap is not None and self.usage.untyped_used + untyped > cap:
-            self._assume(Limit.UNTYPED, "gpu", True)
+        limits = {ResourceKind.NAMED: Limit.CAP, ResourceKind.UNTYPED_GPU: Limit.UNTYPED}
+        for name, _, _ in self.charge.reported().over(self.usage.held, self.queue.caps):
+            limit = limits.get(kind_of(name))
+            if limit is not None:  # device caps depend on where untyped GPUs land
+                self._assume(limit, name, True)
 
     def _slots(self, pool: int, wanting: int) -> list[int]:
         """Nodes the containers may use: of the nodes with the same room left (a fresh node
@@ -195,7 +193,7 @@ class ExplainModel:
         for p in sorted(wanting):
             self.room[p] = self._assume(Limit.ROOM, p, None)
             self.slots[p] = self._slots(p, wanting[p])
-        by_node: dict[tuple[int, int | None, int], list[Spot]] = {}
+        by_node: dict[tuple[int, int | None, int], list[NodeChoice]] = {}
         for i, item in enumerate(self.items):
             for c in self.clusters:
                 in_cluster = []
@@ -203,12 +201,12 @@ class ExplainModel:
                     free = plan.free[p]
                     for node in self.slots[p]:
                         if (free[node] >= item.request).all():
-                            spot = Spot(i, p, node, model.new_bool_var(""))
+                            spot = NodeChoice(i, p, node, model.new_bool_var(""))
                             in_cluster.append(spot)
                             by_node.setdefault((p, node, 0), []).append(spot)
                     # Extra nodes of the pool's shape, open only while its room is relaxed.
                     for extra in range(wanting[p]):
-                        spot = Spot(i, p, None, model.new_bool_var(""))
+                        spot = NodeChoice(i, p, None, model.new_bool_var(""))
                         model.add_implication(spot.var, self.room[p].literal.Not())
                         in_cluster.append(spot)
                         by_node.setdefault((p, None, extra), []).append(spot)
@@ -228,7 +226,7 @@ class ExplainModel:
                     model.add_implication(s.var, used)
                 self.extra_used[(p, extra)] = used
 
-    def device_landing(self, device: str) -> list[Spot]:
+    def device_landing(self, device: str) -> list[NodeChoice]:
         """Spots where an untyped container of the action counts against `device`'s cap."""
         return [
             s
@@ -238,17 +236,16 @@ class ExplainModel:
 
     def device_room(self, device: str) -> int:
         """How much of `device`'s cap is left for the action after its typed request."""
-        cap = self.queue.device_caps[device]
-        return cap - self.usage.device_used.get(device, 0) - self.charge.devices.get(device, 0)
+        return self.queue.caps[device] - self.usage.held.amount(device) - self.charge.amount(device)
 
     def _device_caps(self) -> None:
         """Device caps: typed requests are known; untyped GPUs count where they land."""
-        devices = set(self.charge.devices) | {
+        devices = set(self.charge.of_kind(ResourceKind.DEVICE)) | {
             self.problem.pools[s.pool].device for s in self.spots if self.items[s.item].untyped
         }
-        for device in sorted(d for d in devices if d in self.queue.device_caps):
+        for device in sorted(d for d in devices if d is not None and d in self.queue.caps):
             room = self.device_room(device)
-            typed = self.charge.devices.get(device, 0)
+            typed = self.charge.amount(device)
             landing = self.device_landing(device)
             if typed and room < 0:
                 self._assume(Limit.DEVICE, device, True)

@@ -37,8 +37,7 @@ from models.snapshot import (
     Scheduling,
     Snapshot,
 )
-from solver.placement.plan import Placement as PlanPlacement
-from solver.placement.plan import Plan
+from solver.placement.plan import NodeAssignment, Plan
 from solver.placement.problem import ActionInfo, Problem, compile_snapshot
 
 HOLD_RESOURCE = "sluice.dev/explain-held-head"
@@ -226,28 +225,14 @@ def _reduced(snapshot: Snapshot, line: Line, *, fixed: bool) -> Snapshot:
     )
 
 
-def _placement(cluster: str, containers: list) -> Placement:
-    return Placement.model_construct(
-        cluster=cluster,
-        containers=[
-            ContainerPlacement.model_construct(name=c.name, node_pool=c.node_pool, node=c.node)
-            for c in containers
-        ],
-    )
-
-
 def as_running(action: Action, decision: ScheduledAction) -> Action:
     """An admitted action as the running work it becomes."""
-    placement = None
-    if decision.cluster is not None and decision.containers:
-        placement = _placement(decision.cluster, decision.containers)
+    placement = decision.placement()
     return action.model_copy(update={"state": ActionState.RUNNING, "placement": placement})
 
 
 def _started(env: Environment, start: EnvironmentStart) -> Environment:
-    return env.model_copy(
-        update={"running": True, "placement": _placement(start.cluster, start.containers)}
-    )
+    return env.model_copy(update={"running": True, "placement": start.placement()})
 
 
 def _held(head: Action, snapshot: Snapshot) -> Action:
@@ -350,8 +335,8 @@ def _plan_placement(
     containers: list,
     cluster_index: dict[str, int],
     pool_index: dict[tuple[str, str], int],
-) -> PlanPlacement:
-    return PlanPlacement(
+) -> NodeAssignment:
+    return NodeAssignment(
         cluster_index[cluster],
         tuple((pool_index[(cluster, c.node_pool)], c.node) for c in containers),
     )

@@ -27,11 +27,11 @@ from models.explanation import (
     Suggestion,
 )
 from models.quantity import format_quantity
-from models.result import UNTYPED_GPU
+from models.resources import EMPTY, UNTYPED_GPU, ResourceKind, ResourceVector, kind_of
 from models.snapshot import Action, ActionState, Snapshot
 from solver.explain.changes import apply_changes
 from solver.explain.waiting import cap_amount, cap_setting, counted
-from solver.placement.failfast import Failure, describe_item, fail_fast
+from solver.placement.failfast import Failure, describe_item, fail_fast, over_cap_text
 from solver.placement.problem import (
     GPU_DIM,
     UNBOUNDED,
@@ -112,13 +112,12 @@ def explain_failed(snapshot: Snapshot, action: Action, failure: Failure) -> Expl
     )
 
 
-def _units(problem: Problem, action: ActionInfo) -> tuple[list[Item], dict, dict, int]:
+def _units(problem: Problem, action: ActionInfo) -> tuple[list[Item], ResourceVector]:
     """The containers to place and the demand: the action's, or its environment's."""
     if action.env is not None:
         env = problem.envs[action.env]
-        return env.items, env.demand.resources, env.demand.devices, env.demand.untyped
-    demand = action.demand
-    return action.items, demand.resources, demand.devices, demand.untyped
+        return env.items, env.demand
+    return action.items, action.demand
 
 
 def _matching(item: Item, pools: list[PoolInfo]) -> list[PoolInfo]:
@@ -152,59 +151,33 @@ class _Reasons:
         self.problem = problem
         self.action = action
         self.queue = problem.queues[action.queue]
-        self.items, self.resources, self.devices, self.untyped = _units(problem, action)
+        self.items, self.demand = _units(problem, action)
         self.refused: dict[int, list[Reason]] = {}  # cluster -> why it can never run there
 
     def caps(self) -> list[Reason]:
         q = self.queue
-        found = []
-        for name, amount in sorted(self.resources.items()):
-            cap = q.caps.get(name)
-            if cap is not None and amount > cap:
-                found.append(
-                    Reason(
-                        kind=ReasonKind.QUEUE_CAP,
-                        queue=q.name,
-                        resource=name,
-                        requested=amount,
-                        limit=cap,
-                        message=f"requests {name}={format_quantity(name, amount)} but queue"
-                        f" {q.name} caps {name} at {format_quantity(name, cap)}",
-                    )
-                )
-        for device, count in sorted(self.devices.items()):
-            cap = q.device_caps.get(device)
-            if cap is not None and count > cap:
-                found.append(
-                    Reason(
-                        kind=ReasonKind.DEVICE_CAP,
-                        queue=q.name,
-                        resource=device,
-                        requested=count,
-                        limit=cap,
-                        message=f"requests {device}:{count} but queue {q.name} caps {device}"
-                        f" at {cap}",
-                    )
-                )
-        if q.max_gpus is not None and self.untyped > q.max_gpus:
-            found.append(
-                Reason(
-                    kind=ReasonKind.UNTYPED_GPU_CAP,
-                    queue=q.name,
-                    resource=UNTYPED_GPU,
-                    requested=self.untyped,
-                    limit=q.max_gpus,
-                    message=f"requests gpu={self.untyped} but queue {q.name} caps untyped GPUs"
-                    f" at {q.max_gpus}",
-                )
+        kinds = {
+            ResourceKind.NAMED: ReasonKind.QUEUE_CAP,
+            ResourceKind.DEVICE: ReasonKind.DEVICE_CAP,
+            ResourceKind.UNTYPED_GPU: ReasonKind.UNTYPED_GPU_CAP,
+        }
+        return [
+            Reason(
+                kind=kinds[kind_of(name)],
+                queue=q.name,
+                resource=name,
+                requested=amount,
+                limit=cap,
+                message=over_cap_text(q.name, name, amount, cap),
             )
-        return found
+            for name, amount, cap in self.demand.reported().over(EMPTY, q.caps)
+        ]
 
     def capped(self, item: Item, pool: PoolInfo) -> int | None:
         """The queue's cap on the pool's device when it keeps an untyped request off it."""
         if not item.untyped or pool.device is None:
             return None
-        cap = self.queue.device_caps.get(pool.device)
+        cap = self.queue.caps.get(pool.device)
         return cap if cap is not None and cap < item.gpus else None
 
     def clusters(self) -> list[Reason]:

@@ -17,7 +17,8 @@ from models.explanation import (
     Suggestion,
 )
 from models.quantity import format_quantity
-from models.result import UNTYPED_GPU, TickResult, WaitReason
+from models.resources import UNTYPED_GPU
+from models.result import TickResult, WaitReason
 from models.snapshot import Scheduling, Snapshot
 from solver.explain.changes import FINISH_ACTIONS, FINISH_RUNS, charge
 from solver.explain.core_model import Assumption, ExplainModel, Fix, Limit
@@ -228,8 +229,8 @@ class _Words:
 
     def _cap(self, assumption: Assumption) -> Reason:
         name = str(assumption.subject)
-        used, cap = self.usage.used.get(name, 0), self.queue.caps[name]
-        need = self.model.charge.resources[name]
+        used, cap = self.usage.held.amount(name), self.queue.caps[name]
+        need = self.model.charge[name]
         return Reason(
             kind=ReasonKind.QUEUE_CAP,
             queue=self.name,
@@ -243,9 +244,9 @@ class _Words:
 
     def _device(self, assumption: Assumption) -> Reason:
         device = str(assumption.subject)
-        used = self.usage.device_used.get(device, 0)
-        cap = self.queue.device_caps[device]
-        typed = self.model.charge.devices.get(device, 0)
+        used = self.usage.held.amount(device)
+        cap = self.queue.caps[device]
+        typed = self.model.charge.amount(device)
         landing = {s.item: self.model.items[s.item] for s in self.model.device_landing(device)}
         need = typed + sum(item.gpus for item in landing.values())
         message = f"queue {self.name}, {device}: {used} of {cap} in use, needs {need}"
@@ -263,8 +264,8 @@ class _Words:
         )
 
     def _untyped(self, _: Assumption) -> Reason:
-        used, cap = self.usage.untyped_used, self.queue.max_gpus or 0
-        need = self.model.charge.untyped
+        used, cap = self.usage.held.amount(UNTYPED_GPU), self.queue.caps.get(UNTYPED_GPU, 0)
+        need = self.model.charge.amount(UNTYPED_GPU)
         return Reason(
             kind=ReasonKind.UNTYPED_GPU_CAP,
             queue=self.name,
@@ -385,14 +386,11 @@ class _Words:
                 return len(usage.runs) + 1, queue.run_concurrency or 0
             case Limit.ACTION:
                 return model.in_flight() + 1, queue.action_concurrency or 0
-            case Limit.CAP:
-                used = usage.used.get(subject, 0)
-                return used + model.charge.resources[subject], queue.caps[subject]
-            case Limit.UNTYPED:
-                return usage.untyped_used + model.charge.untyped, queue.max_gpus or 0
-            case Limit.DEVICE:
-                used = usage.device_used.get(subject, 0) + model.charge.devices.get(subject, 0)
-                return used + self._landing(fix, subject), queue.device_caps[subject]
+            case Limit.CAP | Limit.UNTYPED | Limit.DEVICE:
+                used = usage.held.amount(subject) + model.charge.amount(subject)
+                if assumption.limit is Limit.DEVICE:
+                    used += self._landing(fix, subject)
+                return used, queue.caps[subject]
         raise ValueError(assumption.limit)
 
     def settings_fix(self, fix: Fix) -> Suggestion:
@@ -500,7 +498,7 @@ class _Words:
             a for a in frozen.world.actions if a.queue == self.name and a.state.value == "running"
         ]
         actions += [as_running(a, d) for a, d in frozen.line.admitted if a.queue == self.name]
-        return sum(charge(frozen.world, a).get(str(assumption.subject), 0) for a in actions)
+        return sum(charge(frozen.world, a).amount(str(assumption.subject)) for a in actions)
 
 
 def _freed(resource: str, amount: int) -> str:

@@ -20,7 +20,7 @@ NO_ROOM = Refusal(WaitReason.CLUSTER_ROOM, "")
 
 
 @dataclass
-class Outcome:
+class PassVerdicts:
     """Per-action verdicts of a pass: refusals for the ones not admitted, and which to contest."""
 
     refusals: dict[int, Refusal] = field(default_factory=dict)
@@ -33,9 +33,9 @@ def best_fit_pass(
     plan: Plan,
     failures: dict[int, Failure],
     over_depth: set[int],
-) -> Outcome:
+) -> PassVerdicts:
     """Walk the line, admitting into `plan` what fits the caps and a best-fit placement."""
-    outcome = Outcome()
+    outcome = PassVerdicts()
     for action in problem.actions:
         if action.index in failures:
             continue
@@ -46,7 +46,7 @@ def best_fit_pass(
 
 
 def _admit_or_refuse(
-    problem: Problem, plan: Plan, over_depth: set[int], outcome: Outcome, action: ActionInfo
+    problem: Problem, plan: Plan, over_depth: set[int], outcome: PassVerdicts, action: ActionInfo
 ) -> Refusal | None:
     """Admit `action` into `plan` when it fits now; otherwise say why not."""
     queue = problem.queues[action.queue]

@@ -23,7 +23,7 @@ from enum import StrEnum
 import numpy as np
 from ortools.sat.python import cp_model, cp_model_helper
 
-from solver.placement.plan import Placement, Spot
+from solver.placement.plan import NodeAssignment, Spot
 from solver.placement.problem import UNBOUNDED, Item, Problem
 
 INT64_MIN = -(2**63)  # the lower end of "sum <= bound", as OR-Tools writes it
@@ -43,7 +43,7 @@ class Unit:
     key: tuple[str, int]  # ("action", index) or ("env", index)
     queue: int
     items: list[Item]
-    hint: Placement | None = None
+    hint: NodeAssignment | None = None
 
 
 @dataclass(frozen=True)
@@ -302,7 +302,7 @@ class PlacementModel:
 
     def solve(
         self, deterministic_limit: float, seed: int
-    ) -> tuple[Feasibility, list[Placement], float]:
+    ) -> tuple[Feasibility, list[NodeAssignment], float]:
         """The verdict, the placements when feasible, and the deterministic time it took."""
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1  # deterministic, and the machine runs a service too
@@ -325,7 +325,7 @@ class PlacementModel:
             return Feasibility.INFEASIBLE, [], spent
         return Feasibility.UNKNOWN, [], spent
 
-    def _placements(self, values: np.ndarray) -> list[Placement]:
+    def _placements(self, values: np.ndarray) -> list[NodeAssignment]:
         """Each unit's chosen cluster and each container's node, from a feasible solution."""
         layout = self.layout
         true = np.flatnonzero(values)
@@ -339,7 +339,7 @@ class PlacementModel:
             else:
                 spot_of.setdefault(item, (int(layout.pool[var]), int(layout.node[var])))
         return [
-            Placement(
+            NodeAssignment(
                 cluster_of[u],
                 tuple(spot_of[layout.first_item[u] + i] for i in range(len(unit.items))),
             )

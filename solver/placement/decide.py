@@ -19,16 +19,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.resources import ResourceKind
 from models.result import WaitReason
 from solver.placement.best_fit import (
     NO_ROOM,
-    Outcome,
+    PassVerdicts,
     behind_head,
     placement_may_lift,
 )
 from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
 from solver.placement.failfast import Failure
-from solver.placement.plan import Placement, Plan, Refusal
+from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import UNBOUNDED, ActionInfo, Item, Problem
 
 # With this many units or fewer placed this tick, every one of them may move in a check, so
@@ -56,7 +57,7 @@ OUT_OF_TIME = Refusal(
 
 
 @dataclass
-class Budget:
+class ModelCheckBudget:
     """Estimated seconds (see SECONDS_PER_DETERMINISTIC) the tick may spend on checks."""
 
     time_limit_s: float
@@ -90,7 +91,7 @@ class Decider:
         problem: Problem,
         failures: dict[int, Failure],
         over_depth: set[int],
-        budget: Budget,
+        budget: ModelCheckBudget,
     ) -> None:
         self.problem = problem
         self.failures = failures
@@ -98,7 +99,7 @@ class Decider:
         self.budget = budget
         self.stats = DecideStats()
 
-    def run(self, plan: Plan, outcome: Outcome) -> tuple[Plan, dict[int, Refusal]]:
+    def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
 
         From the first contested action on, the line is walked again on a ledger of the
@@ -175,7 +176,7 @@ class Decider:
                 shapes.setdefault(shape[0], []).append(shape[1])
         return checked
 
-    def _members(self, plan: Plan, outcome: Outcome, first: int) -> set[int]:
+    def _members(self, plan: Plan, outcome: PassVerdicts, first: int) -> set[int]:
         """Every admission, and every later action whose refusal is not already final.
 
         A cap or concurrency refusal against the admissions made before `first` alone
@@ -353,8 +354,8 @@ class Decider:
         charge = ledger.charge_of(action)
         for q in queues:
             queue = self.problem.queues[q]
-            for device, cap in queue.device_caps.items():
-                used = ledger.usage[q].device_used.get(device, 0)
+            for device, cap in queue.caps.of_kind(ResourceKind.DEVICE).items():
+                used = ledger.usage[q].held.amount(device)
                 for unit in model_units:
                     if unit.queue != q or unit.hint is None:
                         continue
@@ -362,8 +363,8 @@ class Decider:
                         if item.untyped and self.problem.pools[p].device == device:
                             used -= item.gpus
                 if q == action.queue:
-                    used += charge.devices.get(device, 0)
-                if used > cap and q == action.queue and charge.devices.get(device, 0):
+                    used += charge.amount(device)
+                if used > cap and q == action.queue and charge.amount(device):
                     return None
                 room[(q, device)] = max(0, cap - used)
         return room
@@ -378,7 +379,7 @@ def _ledger(problem: Problem, plan: Plan, admitted: set[int]) -> Plan:
     return ledger
 
 
-def _placement_in(plan: Plan, action: ActionInfo, target: Plan) -> Placement | None:
+def _placement_in(plan: Plan, action: ActionInfo, target: Plan) -> NodeAssignment | None:
     """Where `plan` put `action`, or its pool when `action` starts that pool in `target`."""
     placement = plan.admitted.get(action.index)
     env = target.env_to_start(action)

@@ -1,40 +1,44 @@
-"""The decided plan as a TickResult: placements by name, reasons, and usage next to each cap."""
+"""The decided plan by name: placements, reasons, and usage next to each cap."""
 
 from __future__ import annotations
 
-from models.quantity import format_quantity
+from dataclasses import dataclass, field
+
+from models.resources import UNTYPED_GPU, ResourceKind
 from models.result import (
-    UNTYPED_GPU,
     EnvironmentStart,
     FailedAction,
     PlacedContainer,
     QueueMetrics,
     ScheduledAction,
-    SolverInfo,
-    SolverStatus,
-    TickResult,
     WaitingAction,
     WaitReason,
 )
-from models.snapshot import Snapshot
 from solver.placement.best_fit import NO_ROOM
 from solver.placement.failfast import Failure, describe_item
-from solver.placement.plan import Placement, Plan, Refusal
+from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import ActionInfo, Item, Problem
 
 
+@dataclass
+class Decisions:
+    """What the tick decided for the capped queues: the TickResult's fields of that part."""
+
+    scheduled: list[ScheduledAction] = field(default_factory=list)
+    environments_started: list[EnvironmentStart] = field(default_factory=list)
+    failed: list[FailedAction] = field(default_factory=list)
+    waiting: list[WaitingAction] = field(default_factory=list)
+    queues: dict[str, QueueMetrics] = field(default_factory=dict)
+
+
 def decode(
-    snapshot: Snapshot,
     problem: Problem,
     plan: Plan,
     failures: dict[int, Failure],
     refusals: dict[int, Refusal],
     heads: dict[int, int],
-) -> TickResult:
-    result = TickResult(
-        now=problem.now,
-        solver=SolverInfo(status=SolverStatus.NOTHING_TO_DO, wall_time_s=0.0, limit_hit=False),
-    )
+) -> Decisions:
+    result = Decisions()
     new_nodes = _new_node_numbers(problem, plan)
     for action in problem.actions:
         i = action.index
@@ -84,14 +88,14 @@ def decode(
                 containers=_containers(problem, started.items, placement, new_nodes),
             )
         )
-    result.queues = _metrics(snapshot, problem, plan, failures, heads)
+    result.queues = _metrics(problem, plan, failures, heads)
     return result
 
 
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:
     """Nodes started this tick, numbered from each pool's current count in order of use."""
     numbers: dict[tuple[int, int], int] = {}
-    placements: list[tuple[list[Item], Placement]] = []
+    placements: list[tuple[list[Item], NodeAssignment]] = []
     for i in sorted(plan.admitted):
         placement = plan.admitted[i]
         if placement is not None:
@@ -110,7 +114,7 @@ def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int
 def _containers(
     problem: Problem,
     items: list[Item],
-    placement: Placement,
+    placement: NodeAssignment,
     new_nodes: dict[tuple[int, int], int],
 ) -> list[PlacedContainer]:
     placed = []
@@ -128,7 +132,6 @@ def _containers(
 
 
 def _metrics(
-    snapshot: Snapshot,
     problem: Problem,
     plan: Plan,
     failures: dict[int, Failure],
@@ -145,7 +148,7 @@ def _metrics(
         if head is not None and action.index > head and action.index not in failures:
             behind_head[action.queue] += 1
     metrics = {}
-    for q, (queue, spec) in enumerate(zip(problem.queues, snapshot.queues, strict=True)):
+    for q, queue in enumerate(problem.queues):
         usage = plan.usage[q]
         head = heads.get(q) if queue.strict else None
         blocked = head is not None
@@ -153,20 +156,21 @@ def _metrics(
         behind = behind_head[q] if head is not None else 0
         if head is not None:
             # The line has been stuck since the last tick it moved.
-            moved_now = q in moved or spec.head_blocked_since is None
-            since = problem.now if moved_now else spec.head_blocked_since
-        resources = sorted(set(usage.used) | set(queue.caps))
-        charges = {UNTYPED_GPU: usage.untyped_used, **dict(sorted(usage.device_used.items()))}
+            moved_now = q in moved or queue.head_blocked_since is None
+            since = problem.now if moved_now else queue.head_blocked_since
+        held, caps = usage.held, queue.caps
+        named = sorted(held.of_kind(ResourceKind.NAMED).keys() | caps.of_kind(ResourceKind.NAMED))
+        devices = dict(sorted(held.of_kind(ResourceKind.DEVICE).items()))
         metrics[queue.name] = QueueMetrics(
             name=queue.name,
-            pool=spec.pool,
+            pool=queue.pool,
             priority=queue.priority,
-            scheduling=spec.scheduling,
-            in_flight_resources={r: format_quantity(r, usage.used.get(r, 0)) for r in resources},
-            max_resources={r: format_quantity(r, cap) for r, cap in sorted(queue.caps.items())},
-            accelerator_charges=charges,
-            max_gpus=queue.max_gpus,
-            max_accelerators=dict(sorted(queue.device_caps.items())),
+            scheduling=queue.scheduling,
+            in_flight_resources={r: held.amount(r) for r in named},
+            max_resources=dict(sorted(caps.of_kind(ResourceKind.NAMED).items())),
+            accelerator_charges={UNTYPED_GPU: held.amount(UNTYPED_GPU), **devices},
+            max_gpus=caps.get(UNTYPED_GPU),
+            max_accelerators=dict(sorted(caps.of_kind(ResourceKind.DEVICE).items())),
             head_blocked=blocked,
             head_blocked_since=since,
             head_action=problem.actions[head].id if blocked and head is not None else None,
@@ -202,16 +206,15 @@ def room_refusal(problem: Problem, action: ActionInfo, plan: Plan) -> Refusal:
             if (device := problem.pools[p].device) is not None
         }
         full = {
-            d: usage.device_used.get(d, 0)
+            d: usage.held.amount(d)
             for d in devices
-            if d in queue.device_caps
-            and usage.device_used.get(d, 0) + item.gpus > queue.device_caps[d]
+            if d in queue.caps and usage.held.amount(d) + item.gpus > queue.caps[d]
         }
         if devices and len(full) == len(devices):
             device = min(full)
             return Refusal(
                 WaitReason.QUEUE_CAP,
-                f"queue {queue.name}, {device}: {full[device]} of {queue.device_caps[device]}"
+                f"queue {queue.name}, {device}: {full[device]} of {queue.caps[device]}"
                 f" in use, and {item.name}'s gpu={item.gpus} could only land on capped types",
                 device,
             )

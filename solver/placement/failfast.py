@@ -14,11 +14,11 @@ import numpy as np
 
 from models.errors import ErrorCode
 from models.quantity import format_quantity
+from models.resources import EMPTY, ResourceKind, ResourceVector, kind_of
 from solver.placement.problem import (
     GPU_DIM,
     UNBOUNDED,
     ActionInfo,
-    Demand,
     Item,
     Problem,
     QueueInfo,
@@ -57,6 +57,20 @@ def fail_fast(problem: Problem) -> dict[int, Failure]:
     return failures
 
 
+def over_cap_text(queue: str, name: str, amount: int, cap: int) -> str:
+    """`requests gpu=4 but queue team caps untyped GPUs at 2`: a request above a cap."""
+    match kind_of(name):
+        case ResourceKind.NAMED:
+            return (
+                f"requests {name}={format_quantity(name, amount)} but queue {queue}"
+                f" caps {name} at {format_quantity(name, cap)}"
+            )
+        case ResourceKind.DEVICE:
+            return f"requests {name}:{amount} but queue {queue} caps {name} at {cap}"
+        case ResourceKind.UNTYPED_GPU:
+            return f"requests gpu={amount} but queue {queue} caps untyped GPUs at {cap}"
+
+
 def _expired(problem: Problem, action: ActionInfo) -> Failure | None:
     if action.deadline is not None and problem.now >= action.deadline:
         return Failure(
@@ -86,30 +100,12 @@ def describe_item(item: Item, dims: list[str]) -> str:
 
 
 def _infeasible(
-    problem: Problem, queue_index: int, items: list[Item], demand: Demand, who: str
+    problem: Problem, queue_index: int, items: list[Item], demand: ResourceVector, who: str
 ) -> Failure | None:
     queue = problem.queues[queue_index]
-    for name, amount in demand.resources.items():
-        cap = queue.caps.get(name)
-        if cap is not None and amount > cap:
-            return Failure(
-                ErrorCode.INFEASIBLE,
-                f"{who} requests {name}={format_quantity(name, amount)} but queue {queue.name}"
-                f" caps {name} at {format_quantity(name, cap)}",
-            )
-    for device, count in demand.devices.items():
-        cap = queue.device_caps.get(device)
-        if cap is not None and count > cap:
-            return Failure(
-                ErrorCode.INFEASIBLE,
-                f"{who} requests {device}:{count} but queue {queue.name} caps {device} at {cap}",
-            )
-    if queue.max_gpus is not None and demand.untyped > queue.max_gpus:
-        return Failure(
-            ErrorCode.INFEASIBLE,
-            f"{who} requests gpu={demand.untyped} but queue {queue.name} caps untyped GPUs"
-            f" at {queue.max_gpus}",
-        )
+    breach = next(demand.over(EMPTY, queue.caps), None)
+    if breach is not None:
+        return Failure(ErrorCode.INFEASIBLE, f"{who} {over_cap_text(queue.name, *breach)}")
     if not problem.cluster_names:
         return None  # no fleet described yet: placement cannot be judged, so it waits
     if not queue.clusters:
@@ -160,9 +156,9 @@ def _cluster_refuses(
         if item.untyped:
             devices = {p.device for p in labelled if p.device is not None}
             capped = {
-                device: queue.device_caps[device]
+                device: queue.caps[device]
                 for device in devices
-                if queue.device_caps.get(device, item.gpus) < item.gpus
+                if queue.caps.get(device, item.gpus) < item.gpus
             }
             if len(capped) == len(devices):
                 caps = ", ".join(f"{device} at {cap}" for device, cap in sorted(capped.items()))

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.devices import NVIDIA_GPU
-from models.result import UNTYPED_GPU, WaitReason
-from solver.placement.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Demand, Item, Problem
+from models.resources import EMPTY, ResourceKind, ResourceVector, kind_of, spelled
+from models.result import WaitReason
+from solver.placement.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Item, Problem
 
 Spot = tuple[int, int]  # (pool index, node index)
 UnitKey = tuple[str, int]  # ("action", action index) or ("env", environment index)
@@ -22,7 +23,10 @@ NO_FIT_MEMORY = 32  # failed requests remembered per (queue, pool sets); later o
 
 
 @dataclass(frozen=True)
-class Placement:
+class NodeAssignment:
+    """Where a unit's containers sit, by index: the solver's form of models.snapshot.Placement
+    (solver.placement.decode names the cluster, pools and nodes)."""
+
     cluster: int
     spots: tuple[Spot, ...]  # one per item, in item order
 
@@ -38,9 +42,7 @@ class Refusal:
 
 @dataclass
 class QueueUsage:
-    used: dict[str, int]
-    device_used: dict[str, int]
-    untyped_used: int
+    held: ResourceVector  # as QueueInfo.held, with this tick's admissions
     admitted: int
     runs: set[str]
     untyped_landed: dict[str, int] = field(default_factory=dict)  # this tick's, by device
@@ -56,12 +58,9 @@ class Plan:
         self.first_fit = first_fit
         self.free = [pool.room - pool.used for pool in problem.pools]
         self.opened = [np.arange(pool.max_nodes) < pool.nodes for pool in problem.pools]
-        self.usage = [
-            QueueUsage(dict(q.used), dict(q.device_used), q.untyped_used, 0, set(q.active_runs))
-            for q in problem.queues
-        ]
-        self.admitted: dict[int, Placement | None] = {}  # None: joined a pool, nothing placed
-        self.env_started: dict[int, Placement] = {}
+        self.usage = [QueueUsage(q.held, 0, set(q.active_runs)) for q in problem.queues]
+        self.admitted: dict[int, NodeAssignment | None] = {}  # None: joined a pool, nothing placed
+        self.env_started: dict[int, NodeAssignment] = {}
         self.pool_units: dict[int, set[UnitKey]] = {}  # who this tick placed work in a pool
         self.pool_top: dict[int, tuple[int, str]] = {}  # highest queue priority placed there
         self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
@@ -89,13 +88,13 @@ class Plan:
             total += _bounded(pool.room, free.sum(axis=0))
         self.untyped_on: dict[str, int] = {}  # this tick's untyped GPUs per device, all queues
 
-    def units(self) -> dict[UnitKey, tuple[int, list[Item], Placement]]:
+    def units(self) -> dict[UnitKey, tuple[int, list[Item], NodeAssignment]]:
         """Every placed unit of this tick: its queue, its containers and where they sit."""
         keys: list[UnitKey] = [("action", i) for i, p in self.admitted.items() if p is not None]
         keys += [("env", e) for e in self.env_started]
         return {key: self.unit(key) for key in keys}
 
-    def unit(self, key: UnitKey) -> tuple[int, list[Item], Placement]:
+    def unit(self, key: UnitKey) -> tuple[int, list[Item], NodeAssignment]:
         kind, index = key
         if kind == "env":
             env = self.problem.envs[index]
@@ -126,12 +125,12 @@ class Plan:
             return action.items
         return self.problem.envs[action.env].items if self.starts_env(action) else []
 
-    def charge_of(self, action: ActionInfo) -> Demand:
+    def charge_of(self, action: ActionInfo) -> ResourceVector:
         if action.env is None:
             return action.demand
         if self.starts_env(action):
             return self.problem.envs[action.env].demand
-        return Demand({}, {}, 0)
+        return EMPTY
 
     # -- placement-free checks -----------------------------------------------------------
 
@@ -161,41 +160,20 @@ class Plan:
         return self.cap_refusal(action.queue, self.charge_of(action), device_caps)
 
     def cap_refusal(
-        self, queue_index: int, demand: Demand, device_caps: bool = True
+        self, queue_index: int, demand: ResourceVector, device_caps: bool = True
     ) -> Refusal | None:
-        from models.quantity import format_quantity
-
         queue = self.problem.queues[queue_index]
-        usage = self.usage[queue_index]
-        for name, amount in demand.resources.items():
-            cap = queue.caps.get(name)
-            if cap is not None and amount and usage.used.get(name, 0) + amount > cap:
-                used = usage.used.get(name, 0)
-                return Refusal(
-                    WaitReason.QUEUE_CAP,
-                    f"queue {queue.name}, {name}: {format_quantity(name, used)} of"
-                    f" {format_quantity(name, cap)} in use, needs {format_quantity(name, amount)}",
-                    name,
-                )
-        for device, count in demand.devices.items():
-            cap = queue.device_caps.get(device) if device_caps else None
-            if cap is not None and usage.device_used.get(device, 0) + count > cap:
-                return Refusal(
-                    WaitReason.QUEUE_CAP,
-                    f"queue {queue.name}, {device}: {usage.device_used.get(device, 0)} of {cap}"
-                    f" in use, needs {count}",
-                    device,
-                )
-        if (
-            demand.untyped
-            and queue.max_gpus is not None
-            and usage.untyped_used + demand.untyped > queue.max_gpus
-        ):
+        held = self.usage[queue_index].held
+        for name, amount, cap in demand.over(held, queue.caps):
+            kind = kind_of(name)
+            if kind is ResourceKind.DEVICE and not device_caps:
+                continue
+            label = "untyped gpus" if kind is ResourceKind.UNTYPED_GPU else name
             return Refusal(
                 WaitReason.QUEUE_CAP,
-                f"queue {queue.name}, untyped gpus: {usage.untyped_used} of {queue.max_gpus}"
-                f" in use, needs {demand.untyped}",
-                UNTYPED_GPU,
+                f"queue {queue.name}, {label}: {spelled(name, held.amount(name))} of"
+                f" {spelled(name, cap)} in use, needs {spelled(name, amount)}",
+                name,
             )
         return None
 
@@ -218,7 +196,7 @@ class Plan:
                 (self.cluster_used[cluster][nonzero] / total[nonzero]).max()
             )
 
-    def find_placement(self, action: ActionInfo) -> Placement | None:
+    def find_placement(self, action: ActionInfo) -> NodeAssignment | None:
         """Best-fit the unit's containers into the least loaded cluster that takes them all
         (with `first_fit`: the first cluster, pool and node that take them, in order)."""
         items = self.items_to_place(action)
@@ -235,7 +213,7 @@ class Plan:
                 failures.append(wanted)
         return placement
 
-    def _best_placement(self, action: ActionInfo, items: list[Item]) -> Placement | None:
+    def _best_placement(self, action: ActionInfo, items: list[Item]) -> NodeAssignment | None:
         # Clusters where every container has a pool with a node big enough: a cheap first cut.
         clusters: set[int] | None = None
         for item in items:
@@ -249,18 +227,18 @@ class Plan:
         for cluster in sorted(clusters, key=load):
             spots = self._fit_in_cluster(items, cluster, action.queue, self.charge_of(action))
             if spots is not None:
-                return Placement(cluster, spots)
+                return NodeAssignment(cluster, spots)
         return None
 
     def _fit_in_cluster(
-        self, items: list[Item], cluster: int, queue_index: int, charge: Demand
+        self, items: list[Item], cluster: int, queue_index: int, charge: ResourceVector
     ) -> tuple[Spot, ...] | None:
         queue = self.problem.queues[queue_index]
         usage = self.usage[queue_index]
         taken: list[tuple[int, int, np.ndarray]] = []
         # An untyped container landing on a capped device shares the cap with the unit's own
-        # typed request for it.
-        device_extra: dict[str, int] = dict(charge.devices)
+        # typed request for it (only device names are looked up here).
+        device_extra = dict(charge.items())
         spots: list[Spot | None] = [None] * len(items)
         # Larger containers first: they have the fewest nodes to choose from.
         order = sorted(
@@ -275,9 +253,9 @@ class Plan:
             spot = None
             for p in item.pools[cluster]:
                 device = self.problem.pools[p].device
-                if item.untyped and device in queue.device_caps:
-                    held = usage.device_used.get(device, 0) + device_extra.get(device, 0)
-                    if held + item.gpus > queue.device_caps[device]:
+                if item.untyped and device is not None and device in queue.caps:
+                    held = usage.held.amount(device) + device_extra.get(device, 0)
+                    if held + item.gpus > queue.caps[device]:
                         continue
                 slot = self._best_node(p, item.request)
                 if slot is not None:
@@ -291,7 +269,7 @@ class Plan:
             taken.append((p, slot, item.request))
             spots[i] = spot
             landed = self.problem.pools[p].device
-            if item.untyped and landed is not None and landed in queue.device_caps:
+            if item.untyped and landed is not None and landed in queue.caps:
                 device_extra[landed] = device_extra.get(landed, 0) + item.gpus
         for p, slot, request in taken:
             self.free[p][slot] += request
@@ -351,14 +329,9 @@ class Plan:
 
     # -- commit --------------------------------------------------------------------------
 
-    def admit(self, action: ActionInfo, placement: Placement | None) -> None:
+    def admit(self, action: ActionInfo, placement: NodeAssignment | None) -> None:
         usage = self.usage[action.queue]
-        demand = self.charge_of(action)
-        for name, amount in demand.resources.items():
-            usage.used[name] = usage.used.get(name, 0) + amount
-        for device, count in demand.devices.items():
-            usage.device_used[device] = usage.device_used.get(device, 0) + count
-        usage.untyped_used += demand.untyped
+        usage.held += self.charge_of(action)
         usage.admitted += 1
         usage.runs.add(action.run)
         items = self.items_to_place(action)
@@ -372,7 +345,7 @@ class Plan:
         else:
             self.admitted[action.index] = placement
 
-    def move(self, key: UnitKey, placement: Placement) -> None:
+    def move(self, key: UnitKey, placement: NodeAssignment) -> None:
         """Put an admitted unit somewhere else (the model found room by moving it)."""
         queue, items, old = self.unit(key)
         self._occupy(key, queue, items, old, -1)
@@ -384,7 +357,12 @@ class Plan:
             self.admitted[index] = placement
 
     def _occupy(
-        self, key: UnitKey, queue_index: int, items: list[Item], placement: Placement, sign: int
+        self,
+        key: UnitKey,
+        queue_index: int,
+        items: list[Item],
+        placement: NodeAssignment,
+        sign: int,
     ) -> None:
         """Take (sign +1) or give back (-1) the room of `items` at `placement`."""
         queue = self.problem.queues[queue_index]
@@ -406,7 +384,7 @@ class Plan:
                 self.no_fit.clear()  # room came back: what failed may fit now
             if item.untyped and pool.device is not None:
                 device = pool.device
-                usage.device_used[device] = usage.device_used.get(device, 0) + sign * item.gpus
+                usage.held = usage.held.plus(device, sign * item.gpus)
                 usage.untyped_landed[device] = (
                     usage.untyped_landed.get(device, 0) + sign * item.gpus
                 )

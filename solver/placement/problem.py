@@ -14,6 +14,7 @@ import numpy as np
 
 from models.devices import NVIDIA_GPU
 from models.quantity import CPU, MEMORY
+from models.resources import EMPTY, UNTYPED_GPU, ResourceVector
 from models.snapshot import ActionState, Container, Placement, Scheduling, Snapshot
 
 CPU_DIM, MEMORY_DIM, GPU_DIM = 0, 1, 2
@@ -24,21 +25,24 @@ UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not de
 class QueueInfo:
     index: int
     name: str
-    strict: bool
+    pool: str
+    scheduling: Scheduling
+    head_blocked_since: datetime | None  # carried from the previous tick
     priority: int
-    caps: dict[str, int]  # resource -> cap (named resources only)
-    device_caps: dict[str, int]  # canonical device -> cap
-    max_gpus: int | None
+    caps: ResourceVector  # every cap by canonical name (models.snapshot.Queue.caps)
     action_concurrency: int | None
     run_concurrency: int | None
     depth: int | None
     clusters: list[int]
-    # what running work already holds
-    used: dict[str, int] = field(default_factory=dict)
-    device_used: dict[str, int] = field(default_factory=dict)
-    untyped_used: int = 0
+    # What running work already holds; an untyped GPU counts under `gpu` and under the device
+    # it landed on, whose cap it shares.
+    held: ResourceVector = EMPTY
     running: int = 0
     active_runs: set[str] = field(default_factory=set)
+
+    @property
+    def strict(self) -> bool:
+        return self.scheduling is Scheduling.STRICT_FIFO
 
 
 @dataclass
@@ -77,22 +81,13 @@ class Item:
 
 
 @dataclass
-class Demand:
-    """What admitting a unit charges against its queue's caps."""
-
-    resources: dict[str, int]
-    devices: dict[str, int]
-    untyped: int
-
-
-@dataclass
 class EnvInfo:
     index: int
     name: str
     queue: int
     running: bool
     items: list[Item]
-    demand: Demand
+    demand: ResourceVector  # what starting the pool charges against its queue's caps
 
 
 @dataclass
@@ -105,7 +100,7 @@ class ActionInfo:
     max_queued_time_s: float | None
     deadline: datetime | None
     items: list[Item]
-    demand: Demand
+    demand: ResourceVector  # what admitting it charges against its queue's caps
     env: int | None  # index into Problem.envs
 
 
@@ -272,11 +267,11 @@ def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
         QueueInfo(
             index=q,
             name=spec.name,
-            strict=spec.scheduling is Scheduling.STRICT_FIFO,
+            pool=spec.pool,
+            scheduling=spec.scheduling,
+            head_blocked_since=spec.head_blocked_since,
             priority=spec.priority,
-            caps=dict(spec.max_resources),
-            device_caps=dict(spec.max_accelerators),
-            max_gpus=spec.max_gpus,
+            caps=spec.caps,
             action_concurrency=spec.action_concurrency,
             run_concurrency=spec.run_concurrency,
             depth=spec.depth,
@@ -322,19 +317,22 @@ class _ItemMaker:
         return item
 
 
-def _demand(containers: list[Container], items: list[Item]) -> Demand:
-    """What the containers charge against their queue's caps."""
-    resources: dict[str, int] = {}
-    devices: dict[str, int] = {}
-    untyped = 0
-    for container, item in zip(containers, items, strict=True):
+def _demand(containers: list[Container], items: list[Item]) -> ResourceVector:
+    """What the containers charge against their queue's caps: named resources first, then
+    devices, then untyped GPUs, the order in which a broken cap is reported."""
+    amounts: dict[str, int] = {}
+    for container in containers:
         for name, amount in container.resources.items():
-            resources[name] = resources.get(name, 0) + amount
+            amounts[name] = amounts.get(name, 0) + amount
+    untyped = 0
+    for item in items:
         if item.gpus and item.device is not None:
-            devices[item.device] = devices.get(item.device, 0) + item.gpus
-        elif item.gpus:
+            amounts[item.device] = amounts.get(item.device, 0) + item.gpus
+        else:
             untyped += item.gpus
-    return Demand(resources, devices, untyped)
+    if untyped:
+        amounts[UNTYPED_GPU] = untyped
+    return ResourceVector(amounts)
 
 
 class _PoolMatcher:
@@ -402,7 +400,7 @@ class _PoolMatcher:
         """Per pool, the queue's cap on its device type (no cap: unbounded)."""
         if queue.index not in self._type_caps:
             self._type_caps[queue.index] = np.array(
-                [queue.device_caps.get(p.device or "", UNBOUNDED) for p in self.pools],
+                [queue.caps.get(p.device or "", UNBOUNDED) for p in self.pools],
                 dtype=np.int64,
             )
         return self._type_caps[queue.index]
@@ -418,18 +416,14 @@ class _PoolMatcher:
 
 def _charge_running(
     queue: QueueInfo,
-    demand: Demand,
+    demand: ResourceVector,
     items: list[Item],
     placement: Placement,
     cluster: int,
     pool_of: dict[tuple[int, str], PoolInfo],
 ) -> None:
     """Running work holds its queue's caps and its nodes' room."""
-    for name, amount in demand.resources.items():
-        queue.used[name] = queue.used.get(name, 0) + amount
-    for device, count in demand.devices.items():
-        queue.device_used[device] = queue.device_used.get(device, 0) + count
-    queue.untyped_used += demand.untyped
+    queue.held += demand
     by_name = {item.name: item for item in items}
     for spot in placement.containers:
         pool = pool_of[(cluster, spot.node_pool)]
@@ -437,4 +431,4 @@ def _charge_running(
         pool.used[spot.node] += np.minimum(item.request, UNBOUNDED)
         pool.nodes = max(pool.nodes, spot.node + 1)
         if item.untyped and pool.device is not None:
-            queue.device_used[pool.device] = queue.device_used.get(pool.device, 0) + item.gpus
+            queue.held = queue.held.plus(pool.device, item.gpus)

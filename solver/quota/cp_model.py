@@ -62,7 +62,7 @@ T = TypeVar("T", Candidate, Holder)
 
 
 @dataclass
-class Budget:
+class QuotaSolveBudget:
     """Deterministic solver time for the whole tick, with wall time bounded at twice that."""
 
     time_limit_s: float
@@ -247,7 +247,7 @@ class QuotaModel:
     def num_variables(self) -> int:
         return len(self.model.proto.variables)
 
-    def decide(self, budget: Budget) -> Decision:
+    def decide(self, budget: QuotaSolveBudget) -> Decision:
         stages = _Stages(self, budget)
         order = self.problem.candidates  # already in admission order
         stages.admissions(order, on_own_capacity=True)
@@ -272,7 +272,7 @@ class QuotaModel:
 class _Stages:
     """Solve, fix the optimum, hint it, solve the next objective (OR-Tools' multi-stage way)."""
 
-    def __init__(self, owner: QuotaModel, budget: Budget) -> None:
+    def __init__(self, owner: QuotaModel, budget: QuotaSolveBudget) -> None:
         self.owner = owner
         self.model = owner.model
         self.budget = budget

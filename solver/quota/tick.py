@@ -20,7 +20,7 @@ from datetime import datetime
 from models.quota import Job, JobQueue, JobState, SchedulingPolicy, ServiceEnvironment
 from models.quota_result import QuotaTickResult
 from models.result import SolverInfo, SolverStatus
-from solver.quota.cp_model import Budget, Decision, QuotaModel
+from solver.quota.cp_model import Decision, QuotaModel, QuotaSolveBudget
 from solver.quota.decode import decode
 from solver.quota.problem import compile_problem
 
@@ -46,7 +46,7 @@ def quota_tick(
     same result.
     """
     options = options or QuotaOptions()
-    budget = Budget(options.time_limit_s, options.seed)
+    budget = QuotaSolveBudget(options.time_limit_s, options.seed)
     phases: dict[str, float] = {}
     mark = budget.started
 

@@ -55,7 +55,7 @@ BYTES = {MEMORY, "ephemeral-storage"}
 
 
 @dataclass(frozen=True)
-class Change:
+class ScenarioEdit:
     """One change, as written (`queue.research.max_gpus=32`, `drop cluster east`)."""
 
     text: str
@@ -82,16 +82,20 @@ class Change:
         return setter(snapshot, parts[1:], value.strip())
 
 
-def parse_changes(sets: Iterable[str] = (), drops: Iterable[tuple[str, str]] = ()) -> list[Change]:
+def parse_changes(
+    sets: Iterable[str] = (), drops: Iterable[tuple[str, str]] = ()
+) -> list[ScenarioEdit]:
     """The CLI's --set PATH=VALUE and --drop KIND NAME options as changes, in that order."""
-    return [Change(text) for text in sets] + [Change(f"drop {kind} {name}") for kind, name in drops]
+    return [ScenarioEdit(text) for text in sets] + [
+        ScenarioEdit(f"drop {kind} {name}") for kind, name in drops
+    ]
 
 
-def apply_changes(snapshot: Snapshot, changes: Sequence[Change | str]) -> Snapshot:
+def apply_changes(snapshot: Snapshot, changes: Sequence[ScenarioEdit | str]) -> Snapshot:
     """`snapshot` with every change applied in order, checked like a loaded snapshot."""
     variant = snapshot
     for change in changes:
-        change = change if isinstance(change, Change) else Change(change)
+        change = change if isinstance(change, ScenarioEdit) else ScenarioEdit(change)
         try:
             variant = change.apply(variant)
         except InvalidInput as error:
@@ -105,8 +109,8 @@ def apply_changes(snapshot: Snapshot, changes: Sequence[Change | str]) -> Snapsh
         raise InvalidInput(validation_message(error, "; ".join(_texts(changes)))) from None
 
 
-def _texts(changes: Sequence[Change | str]) -> list[str]:
-    return [c.text if isinstance(c, Change) else c for c in changes]
+def _texts(changes: Sequence[ScenarioEdit | str]) -> list[str]:
+    return [c.text if isinstance(c, ScenarioEdit) else c for c in changes]
 
 
 def _value(text: str) -> str | None:

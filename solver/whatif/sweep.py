@@ -37,8 +37,8 @@ from models.scenario import read_yaml
 from models.snapshot import Snapshot
 from solver import TickOptions
 from solver.whatif.compare import (
-    Change,
     Comparison,
+    ScenarioEdit,
     Solved,
     apply_changes,
     load_snapshot,
@@ -52,7 +52,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 @dataclass(frozen=True)
 class Variant:
     name: str
-    changes: tuple[Change, ...]
+    changes: tuple[ScenarioEdit, ...]
 
     @property
     def texts(self) -> list[str]:
@@ -176,7 +176,7 @@ def _load(path: str) -> None:
     _snapshot = load_snapshot(path)
 
 
-def _solve(changes: tuple[Change, ...], options: TickOptions) -> Solved:
+def _solve(changes: tuple[ScenarioEdit, ...], options: TickOptions) -> Solved:
     """Runs in a worker: the variant of the worker's snapshot, solved."""
     if _snapshot is None:
         raise InternalError("a sweep worker started without its snapshot")

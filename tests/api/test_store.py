@@ -140,7 +140,7 @@ def test_snapshot_round_trips_through_the_solver(tmp_path: Path) -> None:
     running = [a for a in snapshot.actions if a.placement is not None]
     assert [a.id for a in running] == ["a0", "a1"]
     second = tick(snapshot)
-    assert second.scheduled == [] and second.queues["q"].in_flight_resources["cpu"] == "4"
+    assert second.scheduled == [] and second.queues["q"].in_flight_resources["cpu"] == 4_000
     # The parsed-action cache changes nothing: a fresh store reads the same snapshot.
     store.close()
     assert SqliteStore(tmp_path / "s.db").read_snapshot(NOW) == snapshot

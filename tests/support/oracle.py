@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from models.devices import NVIDIA_GPU
 from models.errors import ErrorCode
-from models.result import UNTYPED_GPU
+from models.resources import UNTYPED_GPU
 from models.snapshot import (
     Action,
     ActionState,

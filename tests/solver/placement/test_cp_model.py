@@ -21,7 +21,7 @@ from ortools.sat.python import cp_model
 import solver.placement.decide
 from solver import TickOptions, tick
 from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
-from solver.placement.plan import Placement
+from solver.placement.plan import NodeAssignment
 from solver.placement.problem import UNBOUNDED, Problem, compile_snapshot
 from tests.support.builders import SnapshotBuilder
 from tests.support.generate import PACKING, SMALL, random_snapshot
@@ -156,10 +156,10 @@ def _h100_problem(gpus_running: list[int], extra_pool: bool = False) -> Problem:
 
 def _check(
     problem: Problem,
-    hinted: list[tuple[int, Placement]],
+    hinted: list[tuple[int, NodeAssignment]],
     candidate: int,
     device_room: dict[tuple[int, str], int] | None = None,
-) -> tuple[Feasibility, list[Placement]]:
+) -> tuple[Feasibility, list[NodeAssignment]]:
     """Place action `candidate` with the hinted actions free to move; (verdict, placements)."""
     free = [pool.room - pool.used for pool in problem.pools]
     opened = [np.arange(pool.max_nodes) < pool.nodes for pool in problem.pools]
@@ -180,9 +180,9 @@ def test_a_placed_action_moves_so_that_a_larger_one_fits() -> None:
     # so the 6-GPU action fits only if the 4-GPU one moves to node 0: exactly one packing.
     problem = _h100_problem([4, 2])
     by_id = {a.id: a.index for a in problem.actions}
-    verdict, placements = _check(problem, [(by_id["a"], Placement(0, ((0, 1),)))], by_id["b"])
+    verdict, placements = _check(problem, [(by_id["a"], NodeAssignment(0, ((0, 1),)))], by_id["b"])
     assert verdict is Feasibility.FEASIBLE
-    assert placements == [Placement(0, ((0, 0),)), Placement(0, ((0, 1),))]
+    assert placements == [NodeAssignment(0, ((0, 0),)), NodeAssignment(0, ((0, 1),))]
 
 
 def test_no_packing_means_infeasible() -> None:
@@ -190,7 +190,7 @@ def test_no_packing_means_infeasible() -> None:
     # node 0 has 4 free, and node 1 has 6.
     problem = _h100_problem([4, 2])
     by_id = {a.id: a.index for a in problem.actions}
-    verdict, placements = _check(problem, [(by_id["a"], Placement(0, ((0, 1),)))], by_id["c"])
+    verdict, placements = _check(problem, [(by_id["a"], NodeAssignment(0, ((0, 1),)))], by_id["c"])
     assert (verdict, placements) == (Feasibility.INFEASIBLE, [])
 
 
@@ -205,11 +205,14 @@ def test_an_untyped_gpu_leaves_a_device_whose_cap_is_spent() -> None:
     q = problem.actions[by_id["a"]].queue
     device = problem.pools[l4].device
     assert device is not None
-    hinted = [(by_id["a"], Placement(0, ((0, 0),))), (by_id["d"], Placement(0, ((l4, 0),)))]
+    hinted = [
+        (by_id["a"], NodeAssignment(0, ((0, 0),))),
+        (by_id["d"], NodeAssignment(0, ((l4, 0),))),
+    ]
     verdict, placements = _check(problem, hinted, by_id["b"], {(q, device): 0})
     assert verdict is Feasibility.FEASIBLE
     assert placements == [
-        Placement(0, ((0, 0),)),
-        Placement(0, ((l4, 0),)),
-        Placement(0, ((0, 1),)),
+        NodeAssignment(0, ((0, 0),)),
+        NodeAssignment(0, ((l4, 0),)),
+        NodeAssignment(0, ((0, 1),)),
     ]

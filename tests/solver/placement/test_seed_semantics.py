@@ -16,7 +16,6 @@ import pytest
 
 from fixtures import SEEDS
 from models.errors import ErrorCode
-from models.quantity import parse_quantity
 from models.result import ScheduledAction, TickResult
 from models.scenario import load_scenario
 from models.snapshot import Snapshot
@@ -230,7 +229,7 @@ def test_cap_counts_requests_of_running_and_scheduled_work() -> None:
     result = solve("caps-count-requests")
     assert "huge-memory" in scheduled(result)
     assert waits(result)["one-more-cpu"] == "queue_cap:cpu"
-    assert result.queues["team"].in_flight_resources["cpu"] == "8"
+    assert result.queues["team"].in_flight_resources["cpu"] == 8_000  # millicores
 
 
 def test_cap_applies_only_to_named_resources() -> None:
@@ -240,9 +239,7 @@ def test_cap_applies_only_to_named_resources() -> None:
     result = solve("caps-count-requests")
     assert "huge-memory" in scheduled(result)
     assert "memory" not in result.queues["team"].max_resources
-    assert parse_quantity("memory", result.queues["team"].in_flight_resources["memory"], "m") == (
-        1100 * 2**30
-    )
+    assert result.queues["team"].in_flight_resources["memory"] == 1100 * 2**30
 
 
 def test_one_cap_across_all_clusters_of_the_queue() -> None:
@@ -523,7 +520,7 @@ def test_priority_orders_but_never_preempts() -> None:
     assert waits(result)["batch-1"] == "lower_priority"
     assert result.failed == []  # batch-0 is not touched
     assert result.queues["batch"].running_actions == 1
-    assert result.queues["batch"].in_flight_resources["cpu"] == "8"
+    assert result.queues["batch"].in_flight_resources["cpu"] == 8_000  # millicores
 
 
 # -- reusable environments -------------------------------------------------------
@@ -717,7 +714,7 @@ def test_lowering_a_cap_below_use_interrupts_nothing_and_admits_nothing_for_it()
     # under the cap."
     result = solve("lowered-cap-below-use")
     assert result.failed == []
-    assert result.queues["team"].in_flight_resources["memory"] == "96Gi"  # over the 64Gi cap
+    assert result.queues["team"].in_flight_resources["memory"] == 96 * 2**30  # over 64Gi
     assert waits(result)["wants-memory"] == "queue_cap:memory"
     # cpu-only asks for no memory: nothing new for memory, so the memory cap does not hold it.
     assert "cpu-only" in scheduled(result)

@@ -25,7 +25,7 @@ import pytest
 
 import solver.quota.cp_model as quota_model
 from models.quota import ShareStrategy
-from solver.quota.cp_model import Budget, QuotaModel
+from solver.quota.cp_model import QuotaModel, QuotaSolveBudget
 from solver.quota.problem import Candidate, Holder, Pool, QuotaProblem, compile_problem
 from tests.support.quota_builders import G5, NOW, job, share, world
 
@@ -192,7 +192,7 @@ def test_the_model_decides_what_the_oracle_decides(
             continue
         if len(problem.candidates) + eligible > MAX_DECISIONS:
             continue
-        budget = Budget(time_limit_s=5.0, seed=0)
+        budget = QuotaSolveBudget(time_limit_s=5.0, seed=0)
         decision = QuotaModel(problem).decide(budget)
         assert not budget.limit_hit
         expected_admit, expected_kept = _oracle(problem)
