@@ -10,9 +10,10 @@ from pathlib import Path
 import httpx
 
 from api.client import Action, Fleet, Queue, SluiceClient
+from fixtures.service_fleets import EAST_SMALL
 from models.errors import SluiceError
 from models.quantity import parse_quantity
-from tests.support.service import EAST, start_server
+from tests.support.service import start_server
 
 CPU_CAP, H100_CAP = 16, 8
 
@@ -44,7 +45,7 @@ def test_kill_9_under_load_loses_nothing_and_schedules_nothing_twice(tmp_path: P
     server = start_server(db, period_s=0.1)
     try:
         admin = SluiceClient(server.url)
-        Fleet.put_cluster(EAST, client=admin)
+        Fleet.put_cluster(EAST_SMALL, client=admin)
         Queue.create(
             "capped",
             max_resources={"cpu": str(CPU_CAP)},

@@ -12,7 +12,8 @@ import httpx
 import yaml
 
 from api.client import Action, Queue, SluiceClient
-from tests.support.service import EAST, sluice, start_server
+from fixtures.service_fleets import EAST_SMALL
+from tests.support.service import sluice, start_server
 
 SEED_CREATE = (
     "create queue research --run-concurrency 100 --action-concurrency 1000"
@@ -69,7 +70,7 @@ def test_seed_example_moves_as_the_seed_says(tmp_path: Path) -> None:
     moment. Under strict FIFO the queue stays at 6 of 8 until 2 more GPUs free up. Then train
     starts, followed by evaluate and embed." """
     fleet = tmp_path / "fleet.yaml"
-    fleet.write_text(yaml.safe_dump({"clusters": [EAST]}))
+    fleet.write_text(yaml.safe_dump({"clusters": [EAST_SMALL]}))
     server = start_server(tmp_path / "e2e.db", period_s=0.1)
     try:
         url = server.url
