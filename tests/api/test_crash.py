@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from api.client import Action, Fleet, Queue, SluiceClient
 from fixtures.service_fleets import EAST_SMALL
@@ -38,6 +39,7 @@ def _live(client: SluiceClient) -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 def test_kill_9_under_load_loses_nothing_and_schedules_nothing_twice(tmp_path: Path) -> None:
     """Issue: "After `kill -9` and a restart, nothing acknowledged is lost, nothing is
     scheduled twice, and no cap is exceeded." """
