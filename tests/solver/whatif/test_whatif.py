@@ -346,7 +346,6 @@ def test_a_sweep_solves_variants_in_worker_processes(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.slow
 def test_a_sweep_with_a_bad_variant_names_it_and_writes_nothing(tmp_path: Path) -> None:
     variants = tmp_path / "variants.yaml"
     variants.write_text(VARIANTS + "  - name: typo\n    set: {queue.tema.depth: 3}\n")
