@@ -1,8 +1,8 @@
 """`sluice serve --demo`: a demo fleet and an executor that makes its queues move.
 
-The fleet is the seed's two teams on one pool of GPU clusters: `research` and
-`inference-eval` with the seed's caps, plus the `default` queue and a small
-strict_fifo queue for gang-style training, so the head-of-line banner shows
+The fleet (fixtures/service_fleets.py) is the seed's two teams on one pool of GPU
+clusters: `research` and `inference-eval` with the seed's caps, plus the `default` queue
+and a small strict_fifo queue for gang-style training, so the head-of-line banner shows
 up. The executor submits a steady stream of work, starts what the tick
 schedules and finishes it after a simulated run time.
 
@@ -26,92 +26,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.store.records import JobPhase, Phase, ReportedOutcome, Store
+from fixtures.service_fleets import DEMO_CLUSTERS, DEMO_QUEUES
 from models.errors import AlreadyExists, FailedPrecondition, InvalidInput, SluiceError
 from models.quota import Job, SchedulingPolicy, ServiceEnvironment
 from models.quota import JobQueue as QuotaJobQueue
-from models.snapshot import Action, Cluster, Environment, Queue
+from models.snapshot import Action, Environment
 
 log = logging.getLogger("sluice.demo")
-
-GPU_POOL = "gpu-pool"
-
-
-def _pool(
-    name: str,
-    cpu: str,
-    memory: str,
-    nodes: int,
-    max_nodes: int,
-    gpu: str | None = None,
-    per: int = 0,
-) -> dict[str, Any]:
-    node: dict[str, Any] = {"cpu": cpu, "memory": memory}
-    if gpu:
-        node |= {"accelerator": gpu, "accelerators": per}
-    labels = {"tier": "gpu" if gpu else "cpu"}
-    return {"name": name, "node": node, "labels": labels, "nodes": nodes, "max_nodes": max_nodes}
-
-
-DEMO_CLUSTERS = [
-    Cluster.model_validate(
-        {
-            "name": "east",
-            "node_pools": [
-                _pool("h100", "96", "1Ti", 4, 6, "H100", 8),
-                _pool("cpu", "64", "256Gi", 4, 8),
-            ],
-        }
-    ),
-    Cluster.model_validate(
-        {
-            "name": "west",
-            "node_pools": [
-                _pool("h100", "96", "1Ti", 2, 4, "H100", 8),
-                _pool("t4", "32", "128Gi", 4, 8, "T4", 4),
-            ],
-        }
-    ),
-    Cluster.model_validate({"name": "central", "node_pools": [_pool("cpu", "32", "128Gi", 8, 16)]}),
-]
-
-# Spelled as a scenario file spells them ("4Ti", "T4:1"): validation parses the spellings.
-DEMO_QUEUES = [
-    # The seed's two teams ("Set caps on a queue" and the inference-eval example).
-    Queue.model_validate(
-        {
-            "name": "research",
-            "pool": GPU_POOL,
-            "run_concurrency": 100,
-            "action_concurrency": 1000,
-            "max_resources": {"cpu": "512", "memory": "4Ti"},
-            "max_gpus": 8,
-            "max_accelerators": {"H100": 48},
-            "scheduling": "greedy_capacity",
-        }
-    ),
-    Queue.model_validate(
-        {
-            "name": "inference-eval",
-            "pool": GPU_POOL,
-            "run_concurrency": 50,
-            "action_concurrency": 500,
-            "max_resources": {"cpu": "128"},
-            "max_accelerators": {"H100": 16},
-            "scheduling": "greedy_capacity",
-        }
-    ),
-    # Gang-style jobs on their own strict FIFO queue, as the seed advises.
-    Queue.model_validate(
-        {
-            "name": "gang-train",
-            "pool": GPU_POOL,
-            "run_concurrency": 4,
-            "max_accelerators": {"H100": 32},
-            "scheduling": "strict_fifo",
-            "depth": 50,
-        }
-    ),
-]
 
 DEMO_ENVIRONMENTS = [
     Environment.model_validate(

@@ -7,7 +7,10 @@ from pathlib import Path
 import click
 
 from bench.report import RESULTS, run
-from bench.scenarios import DEFAULT, SCENARIOS
+from fixtures.generators import SCENARIOS
+
+DEFAULT = ("m", "fragmentation", "alibaba-cold", "alibaba-steady")
+"""What `python -m bench` runs without --scenario (L takes minutes: ask for it)."""
 
 
 @click.command("bench")

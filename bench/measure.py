@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.accounting import TickAssessment, assess
 from bench.baseline import first_fit
-from bench.scenarios import build
+from fixtures.generators import build
 from models.errors import SluiceError
 from models.snapshot import ActionState, Snapshot
 

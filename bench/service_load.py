@@ -25,26 +25,9 @@ from pathlib import Path
 
 import httpx
 
-SLUICE = str(Path(sys.executable).with_name("sluice"))
+from fixtures.service_fleets import EAST_LOAD, LOAD_QUEUES
 
-FLEET = {
-    "name": "east",
-    "node_pools": [
-        {
-            "name": "h100",
-            "node": {"cpu": "96", "memory": "1Ti", "accelerator": "H100", "accelerators": 8},
-            "nodes": 8,
-            "max_nodes": 16,
-        },
-        {"name": "cpu", "node": {"cpu": "64", "memory": "256Gi"}, "nodes": 16, "max_nodes": 32},
-    ],
-}
-QUEUES = [
-    {"name": "research", "max_accelerators": {"H100": 48}, "max_resources": {"cpu": "512"}},
-    {"name": "inference-eval", "max_accelerators": {"H100": 16}, "max_resources": {"cpu": "128"}},
-    {"name": "gang", "max_accelerators": {"H100": 32}, "scheduling": "strict_fifo"},
-    {"name": "load"},
-]
+SLUICE = str(Path(sys.executable).with_name("sluice"))
 
 
 def _free_port() -> int:
@@ -191,8 +174,8 @@ def _server(db: Path, period_s: float) -> Iterator[tuple[str, int]]:
     """A fresh server with the bench fleet and queues: its URL and process id."""
     process, url = _start(db, period_s)
     try:
-        httpx.put(f"{url}/clusters/east", json=FLEET).raise_for_status()
-        for queue in QUEUES:
+        httpx.put(f"{url}/clusters/east", json=EAST_LOAD).raise_for_status()
+        for queue in LOAD_QUEUES:
             httpx.post(f"{url}/queues", json=queue).raise_for_status()
         yield url, process.pid
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -19,86 +18,85 @@ from models.errors import (
     QueueDraining,
     ResourceExhausted,
 )
-from tests.support.service import service
+from tests.support.service import Service
 
 FIXTURE = FIXTURES / "issue-example.yaml"
 
 
-def test_seed_python_api(tmp_path: Path) -> None:
+@pytest.mark.service(period_s=0.05)
+def test_seed_python_api(svc: Service) -> None:
     """Every `Queue` call of the seed page, as written there."""
-    with service(tmp_path, period_s=0.05) as svc:
-        client = svc.client()
-        Queue.create(
-            "research",
-            run_concurrency=100,
-            action_concurrency=1000,
-            max_resources={"cpu": "512", "memory": "4Ti"},
-            max_gpus=8,
-            max_accelerators={"H100": 48},
-            scheduling="greedy_capacity",
-            client=client,
-        )
-        Queue.update("research", max_resources={"cpu": "768", "memory": "6Ti"}, client=client)
-        Queue.update("research", max_gpus=16, client=client)
-        Queue.update("research", max_accelerators={"H100": 64, "T4": 32}, client=client)
-        metrics = Queue.details("research", client=client)
-        assert metrics["max_resources"] == {"cpu": "768", "memory": "6Ti"}
-        assert metrics["max_gpus"] == 16
-        assert metrics["max_accelerators"] == {
-            "nvidia_gpu/nvidia-h100": 64,
-            "nvidia_gpu/nvidia-t4": 32,
-        }
-        Queue.update("research", max_resources={}, client=client)
-        Queue.update("research", clear_max_gpus=True, client=client)
-        Queue.update("research", max_accelerators={}, client=client)
-        Queue.update("research", scheduling="strict_fifo", client=client)
-        metrics = Queue.details("research", client=client)
-        assert (metrics["max_resources"], metrics["max_gpus"], metrics["max_accelerators"]) == (
-            {},
-            None,
-            {},
-        )
-        print(metrics["in_flight_resources"], metrics["max_resources"])
-        print(metrics["accelerator_charges"], metrics["max_gpus"], metrics["max_accelerators"])
-        print(metrics["scheduling"], metrics["head_blocked"])
-        assert metrics["scheduling"] == "strict_fifo"
+    client = svc.client()
+    Queue.create(
+        "research",
+        run_concurrency=100,
+        action_concurrency=1000,
+        max_resources={"cpu": "512", "memory": "4Ti"},
+        max_gpus=8,
+        max_accelerators={"H100": 48},
+        scheduling="greedy_capacity",
+        client=client,
+    )
+    Queue.update("research", max_resources={"cpu": "768", "memory": "6Ti"}, client=client)
+    Queue.update("research", max_gpus=16, client=client)
+    Queue.update("research", max_accelerators={"H100": 64, "T4": 32}, client=client)
+    metrics = Queue.details("research", client=client)
+    assert metrics["max_resources"] == {"cpu": "768", "memory": "6Ti"}
+    assert metrics["max_gpus"] == 16
+    assert metrics["max_accelerators"] == {
+        "nvidia_gpu/nvidia-h100": 64,
+        "nvidia_gpu/nvidia-t4": 32,
+    }
+    Queue.update("research", max_resources={}, client=client)
+    Queue.update("research", clear_max_gpus=True, client=client)
+    Queue.update("research", max_accelerators={}, client=client)
+    Queue.update("research", scheduling="strict_fifo", client=client)
+    metrics = Queue.details("research", client=client)
+    assert (metrics["max_resources"], metrics["max_gpus"], metrics["max_accelerators"]) == (
+        {},
+        None,
+        {},
+    )
+    print(metrics["in_flight_resources"], metrics["max_resources"])
+    print(metrics["accelerator_charges"], metrics["max_gpus"], metrics["max_accelerators"])
+    print(metrics["scheduling"], metrics["head_blocked"])
+    assert metrics["scheduling"] == "strict_fifo"
 
-        for metrics in Queue.watch("research", limit=2, client=client):
-            assert "in_flight_resources" in metrics
-        Queue.update("research", pool="gpu-pool", client=client)
-        snapshots = list(Queue.watch_pool(pools=["gpu-pool"], limit=2, client=client))
-        assert len(snapshots) == 2
-        for snapshot in snapshots:
-            for metrics in snapshot:
-                assert (metrics["pool"], metrics["name"]) == ("gpu-pool", "research")
+    for metrics in Queue.watch("research", limit=2, client=client):
+        assert "in_flight_resources" in metrics
+    Queue.update("research", pool="gpu-pool", client=client)
+    snapshots = list(Queue.watch_pool(pools=["gpu-pool"], limit=2, client=client))
+    assert len(snapshots) == 2
+    for snapshot in snapshots:
+        for metrics in snapshot:
+            assert (metrics["pool"], metrics["name"]) == ("gpu-pool", "research")
 
 
-def test_errors_become_their_own_exceptions(tmp_path: Path) -> None:
+def test_errors_become_their_own_exceptions(svc: Service) -> None:
     """Seed: "When max_queued_time fires, the parent task receives
     flyte.errors.MaxQueuedTimeExceededError." and a full queue is RESOURCE_EXHAUSTED."""
-    with service(tmp_path) as svc:
-        client = svc.client()
-        Queue.create("capped", depth=1, max_resources={"cpu": "1"}, client=client)
-        Action.submit(queue="capped", id="hog", resources={"cpu": "1"}, client=client)
-        with pytest.raises(ResourceExhausted, match="depth 1"):
-            Action.submit(queue="capped", resources={"cpu": "1"}, client=client)
-        with pytest.raises(NotFound):
-            Queue.details("nope", client=client)
-        Queue.drain("capped", client=client)
-        with pytest.raises(QueueDraining):
-            Action.submit(queue="capped", resources={"cpu": "1"}, client=client)
-        Queue.drain("capped", undo=True, client=client)
-        Queue.update("capped", depth=5, client=client)
+    client = svc.client()
+    Queue.create("capped", depth=1, max_resources={"cpu": "1"}, client=client)
+    Action.submit(queue="capped", id="hog", resources={"cpu": "1"}, client=client)
+    with pytest.raises(ResourceExhausted, match="depth 1"):
+        Action.submit(queue="capped", resources={"cpu": "1"}, client=client)
+    with pytest.raises(NotFound):
+        Queue.details("nope", client=client)
+    Queue.drain("capped", client=client)
+    with pytest.raises(QueueDraining):
+        Action.submit(queue="capped", resources={"cpu": "1"}, client=client)
+    Queue.drain("capped", undo=True, client=client)
+    Queue.update("capped", depth=5, client=client)
 
-        Action.submit(
-            queue="capped", id="late", resources={"cpu": "1"}, max_queued_time="0.1s", client=client
-        )
-        svc.tick()
-        assert Action.wait("hog", client=client)["state"] == "scheduled"
-        time.sleep(0.2)
-        svc.tick()
-        with pytest.raises(MaxQueuedTimeExceededError):
-            Action.wait("late", client=client)
+    Action.submit(
+        queue="capped", id="late", resources={"cpu": "1"}, max_queued_time="0.1s", client=client
+    )
+    svc.tick()
+    assert Action.wait("hog", client=client)["state"] == "scheduled"
+    time.sleep(0.2)
+    svc.tick()
+    with pytest.raises(MaxQueuedTimeExceededError):
+        Action.wait("late", client=client)
 
 
 def _cli(svc_client: SluiceClient, *args: str) -> tuple[int, str, str]:
@@ -106,79 +104,77 @@ def _cli(svc_client: SluiceClient, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_seed_cli_lines(tmp_path: Path) -> None:
+@pytest.mark.service(period_s=0.05)
+def test_seed_cli_lines(svc: Service) -> None:
     """Every `flyte ... queue` line of the seed, with `sluice` in place of `flyte`."""
-    with service(tmp_path, period_s=0.05) as svc:
-        client = svc.client()
-        lines = [
-            "create queue research --run-concurrency 100 --action-concurrency 1000"
-            " --max-resources cpu=512 --max-resources memory=4Ti --max-accelerators H100=48"
-            " --scheduling greedy_capacity",
-            "create queue inference-eval --run-concurrency 50 --action-concurrency 500"
-            " --max-resources cpu=128 --max-accelerators H100=16 --scheduling greedy_capacity",
-            "create queue mixed-gpu --run-concurrency 50 --action-concurrency 500 --max-gpus 8"
-            " --max-accelerators H100=10",
-            "update queue research --max-resources cpu=768 --max-resources memory=6Ti",
-            "update queue research --max-gpus 16",
-            "update queue research --max-accelerators H100=64 --max-accelerators T4=32",
-            "update queue research --clear-max-resources",
-            "update queue research --clear-max-gpus",
-            "update queue research --clear-max-accelerators",
-            "update queue research --scheduling strict_fifo",
-            "get queue research",
-            "update queue research --scheduling greedy_capacity",
-        ]
-        for line in lines:
-            code, out, err = _cli(client, *line.split())
-            assert code == 0, (line, err)
-        code, out, _ = _cli(client, "get", "queue", "inference-eval")
-        assert "nvidia_gpu/nvidia-h100" in out and "[" in out and "0 / 16" in out
-        code, out, _ = _cli(client, "get", "queue", "research", "--watch", "--limit", "2")
-        assert code == 0 and out.count("queue research") == 2
-        code, out, _ = _cli(client, "get", "queue", "--watch", "--limit", "1")
-        assert out.splitlines()[0].split()[:3] == ["NAME", "POOL", "POLICY"]
-        _cli(client, "update", "queue", "research", "--pool", "gpu-pool")
-        code, out, _ = _cli(client, "get", "queue", "--watch", "--pool", "gpu-pool", "--limit", "1")
-        assert [line.split()[0] for line in out.strip().splitlines()[1:]] == ["research"]
-        code, out, _ = _cli(client, "create", "queue", "multi", "--max-accelerators", "H100=48",
-                            "--max-accelerators", "A100=16", "--max-accelerators", "T4=32",
-                            "-o", "json")  # fmt: skip
-        assert len(json.loads(out)["max_accelerators"]) == 3
+    client = svc.client()
+    lines = [
+        "create queue research --run-concurrency 100 --action-concurrency 1000"
+        " --max-resources cpu=512 --max-resources memory=4Ti --max-accelerators H100=48"
+        " --scheduling greedy_capacity",
+        "create queue inference-eval --run-concurrency 50 --action-concurrency 500"
+        " --max-resources cpu=128 --max-accelerators H100=16 --scheduling greedy_capacity",
+        "create queue mixed-gpu --run-concurrency 50 --action-concurrency 500 --max-gpus 8"
+        " --max-accelerators H100=10",
+        "update queue research --max-resources cpu=768 --max-resources memory=6Ti",
+        "update queue research --max-gpus 16",
+        "update queue research --max-accelerators H100=64 --max-accelerators T4=32",
+        "update queue research --clear-max-resources",
+        "update queue research --clear-max-gpus",
+        "update queue research --clear-max-accelerators",
+        "update queue research --scheduling strict_fifo",
+        "get queue research",
+        "update queue research --scheduling greedy_capacity",
+    ]
+    for line in lines:
+        code, out, err = _cli(client, *line.split())
+        assert code == 0, (line, err)
+    code, out, _ = _cli(client, "get", "queue", "inference-eval")
+    assert "nvidia_gpu/nvidia-h100" in out and "[" in out and "0 / 16" in out
+    code, out, _ = _cli(client, "get", "queue", "research", "--watch", "--limit", "2")
+    assert code == 0 and out.count("queue research") == 2
+    code, out, _ = _cli(client, "get", "queue", "--watch", "--limit", "1")
+    assert out.splitlines()[0].split()[:3] == ["NAME", "POOL", "POLICY"]
+    _cli(client, "update", "queue", "research", "--pool", "gpu-pool")
+    code, out, _ = _cli(client, "get", "queue", "--watch", "--pool", "gpu-pool", "--limit", "1")
+    assert [line.split()[0] for line in out.strip().splitlines()[1:]] == ["research"]
+    code, out, _ = _cli(client, "create", "queue", "multi", "--max-accelerators", "H100=48",
+                        "--max-accelerators", "A100=16", "--max-accelerators", "T4=32",
+                        "-o", "json")  # fmt: skip
+    assert len(json.loads(out)["max_accelerators"]) == 3
 
 
-def test_cli_blocked_banner_and_table_mark(tmp_path: Path) -> None:
+def test_cli_blocked_banner_and_table_mark(svc: Service) -> None:
     """Seed: "`get queue <name> --watch` shows a head-of-line banner with the number of
     actions waiting behind it, and the `get queue --watch` table marks the queue as
     blocked." """
-    with service(tmp_path) as svc:
-        client = svc.client()
-        _cli(client, "create", "queue", "gang", "--max-gpus", "8", "--scheduling", "strict_fifo")
-        for index, gpus in enumerate(["6", "4", "1", "1"]):
-            code, _, err = _cli(client, "submit", "--queue", "gang", "--id", f"g{index}",
-                                "--resources", "cpu=1", "--gpu", gpus)  # fmt: skip
-            assert code == 0, err
-            if index == 0:
-                svc.tick()
-        svc.tick(2)
-        code, out, _ = _cli(client, "get", "queue", "gang")
-        assert "HEAD OF LINE BLOCKED" in out and "g1 does not fit yet; 2 actions wait" in out
-        assert "gpu (untyped)" in out and "6 / 8" in out
-        code, out, _ = _cli(client, "get", "queue")
-        row = next(line for line in out.splitlines() if line.startswith("gang"))
-        assert "BLOCKED" in row and "(2 behind)" in row
-        code, out, _ = _cli(client, "get", "action", "g1")
-        assert "waiting:" in out
+    client = svc.client()
+    _cli(client, "create", "queue", "gang", "--max-gpus", "8", "--scheduling", "strict_fifo")
+    for index, gpus in enumerate(["6", "4", "1", "1"]):
+        code, _, err = _cli(client, "submit", "--queue", "gang", "--id", f"g{index}",
+                            "--resources", "cpu=1", "--gpu", gpus)  # fmt: skip
+        assert code == 0, err
+        if index == 0:
+            svc.tick()
+    svc.tick(2)
+    code, out, _ = _cli(client, "get", "queue", "gang")
+    assert "HEAD OF LINE BLOCKED" in out and "g1 does not fit yet; 2 actions wait" in out
+    assert "gpu (untyped)" in out and "6 / 8" in out
+    code, out, _ = _cli(client, "get", "queue")
+    row = next(line for line in out.splitlines() if line.startswith("gang"))
+    assert "BLOCKED" in row and "(2 behind)" in row
+    code, out, _ = _cli(client, "get", "action", "g1")
+    assert "waiting:" in out
 
 
-def test_cli_errors_are_code_and_message_on_stderr(tmp_path: Path) -> None:
-    with service(tmp_path) as svc:
-        client = svc.client()
-        code, out, err = _cli(client, "get", "queue", "nope")
-        assert (code, out, err) == (1, "", "NOT_FOUND: queue 'nope' does not exist\n")
-        code, _, err = _cli(client, "create", "queue", "x", "--max-resources", "cpu")
-        assert code == 1 and err.startswith("INVALID_ARGUMENT: --max-resources: expected")
-        code, _, err = _cli(client, "update", "queue", "default")
-        assert code == 1 and "nothing to change" in err
+def test_cli_errors_are_code_and_message_on_stderr(svc: Service) -> None:
+    client = svc.client()
+    code, out, err = _cli(client, "get", "queue", "nope")
+    assert (code, out, err) == (1, "", "NOT_FOUND: queue 'nope' does not exist\n")
+    code, _, err = _cli(client, "create", "queue", "x", "--max-resources", "cpu")
+    assert code == 1 and err.startswith("INVALID_ARGUMENT: --max-resources: expected")
+    code, _, err = _cli(client, "update", "queue", "default")
+    assert code == 1 and "nothing to change" in err
     unreachable = SluiceClient("http://127.0.0.1:9")
     code, _, err = _cli(unreachable, "get", "queue")
     assert code == 1 and err.startswith("UNAVAILABLE: cannot reach the Sluice server")
@@ -209,18 +205,18 @@ def test_every_command_has_help() -> None:
             assert runner.invoke(main, [group, command, "--help"]).exit_code == 0
 
 
-def test_apply_puts_a_scenario_files_fleet(tmp_path: Path) -> None:
+@pytest.mark.service(cluster=None)
+def test_apply_puts_a_scenario_files_fleet(svc: Service) -> None:
     """`sluice apply` takes the scenario shape; runtime state in the file is left out."""
-    with service(tmp_path, cluster=None) as svc:
-        client = svc.client()
-        code, out, err = _cli(client, "apply", str(FIXTURE))
-        assert code == 0, err
-        assert out.splitlines() == [
-            "settings put",
-            "cluster east put",
-            "queue research created",
-            "environment embedder put",
-        ]
-        code, out, _ = _cli(client, "apply", str(FIXTURE))
-        assert "queue research updated" in out
-        assert Queue.details("research", client=client)["clusters"] == ["east"]
+    client = svc.client()
+    code, out, err = _cli(client, "apply", str(FIXTURE))
+    assert code == 0, err
+    assert out.splitlines() == [
+        "settings put",
+        "cluster east put",
+        "queue research created",
+        "environment embedder put",
+    ]
+    code, out, _ = _cli(client, "apply", str(FIXTURE))
+    assert "queue research updated" in out
+    assert Queue.details("research", client=client)["clusters"] == ["east"]

@@ -8,11 +8,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from api.client import Action, FleetConfig, Queue, SluiceClient
+from fixtures.service_fleets import EAST_SMALL
 from models.errors import SluiceError
 from models.quantity import parse_quantity
-from tests.support.service import EAST, start_server
+from tests.support.service import start_server
 
 CPU_CAP, H100_CAP = 16, 8
 
@@ -37,6 +39,7 @@ def _live(client: SluiceClient) -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 def test_kill_9_under_load_loses_nothing_and_schedules_nothing_twice(tmp_path: Path) -> None:
     """Issue: "After `kill -9` and a restart, nothing acknowledged is lost, nothing is
     scheduled twice, and no cap is exceeded." """
@@ -44,7 +47,7 @@ def test_kill_9_under_load_loses_nothing_and_schedules_nothing_twice(tmp_path: P
     server = start_server(db, period_s=0.1)
     try:
         admin = SluiceClient(server.url)
-        FleetConfig.put_cluster(EAST, client=admin)
+        FleetConfig.put_cluster(EAST_SMALL, client=admin)
         Queue.create(
             "capped",
             max_resources={"cpu": str(CPU_CAP)},

@@ -22,6 +22,9 @@ from api.store.records import JobPhase, JobRecord
 from models.quota_result import PreemptReason, QuotaTickResult
 from tests.support.service import Service, service
 
+# The demo puts its own fleet: the service starts without a cluster.
+pytestmark = pytest.mark.service(cluster=None)
+
 STEP_S = 5.0  # simulated seconds between executor steps, one tick after each
 # project-b's first job is due 10-30 simulated s after the start and arrives at the first
 # step after that where project-a borrows; project-a borrows from the first tick on and
@@ -53,109 +56,108 @@ def _plain(job_id: str) -> str:
     return re.sub(r"-\d{6}-", "-", job_id)
 
 
-def test_demo_loads_the_seed_job_queue_idempotently(tmp_path: Path) -> None:
-    with service(tmp_path, cluster=None) as svc:
-        store = svc.app.state.store
-        load_demo_fleet(store)
-        load_demo_fleet(store)  # a restart on the same file keeps what is there
-        assert [p["name"] for p in svc.ok("GET", "/scheduling-policies")] == ["quota-policy"]
-        environments = svc.ok("GET", "/service-environments")
-        assert [(e["name"], e["capacity_limits"]) for e in environments] == [
-            ("sagemaker-g5", {G5: 3})
-        ]
-        queues = svc.ok("GET", "/job-queues")
-        assert [q["name"] for q in queues] == [DEMO_JOB_QUEUE]
-        queue = svc.ok("GET", f"/job-queues/{DEMO_JOB_QUEUE}")
-        assert (queue["state"], queue["status"]) == ("ENABLED", "VALID")
-        assert queue["max_capacity"] == {G5: 3}
-        shares = [(s["name"], s["strategy"], s["capacity_limits"]) for s in queue["shares"]]
-        assert shares == [
-            ("project-a", "LEND_AND_BORROW", {G5: 1}),
-            ("project-b", "LEND", {G5: 1}),
-            ("project-c", "RESERVE", {G5: 1}),
-        ]
+def test_demo_loads_the_seed_job_queue_idempotently(svc: Service) -> None:
+    store = svc.app.state.store
+    load_demo_fleet(store)
+    load_demo_fleet(store)  # a restart on the same file keeps what is there
+    assert [p["name"] for p in svc.ok("GET", "/scheduling-policies")] == ["quota-policy"]
+    environments = svc.ok("GET", "/service-environments")
+    assert [(e["name"], e["capacity_limits"]) for e in environments] == [
+        ("sagemaker-g5", {G5: 3})
+    ]
+    queues = svc.ok("GET", "/job-queues")
+    assert [q["name"] for q in queues] == [DEMO_JOB_QUEUE]
+    queue = svc.ok("GET", f"/job-queues/{DEMO_JOB_QUEUE}")
+    assert (queue["state"], queue["status"]) == ("ENABLED", "VALID")
+    assert queue["max_capacity"] == {G5: 3}
+    shares = [(s["name"], s["strategy"], s["capacity_limits"]) for s in queue["shares"]]
+    assert shares == [
+        ("project-a", "LEND_AND_BORROW", {G5: 1}),
+        ("project-b", "LEND", {G5: 1}),
+        ("project-c", "RESERVE", {G5: 1}),
+    ]
 
 
-def test_demo_jobs_borrow_get_reclaimed_and_finish(tmp_path: Path) -> None:
-    with service(tmp_path, cluster=None) as svc:
-        store = svc.app.state.store
-        load_demo_fleet(store)
-        executor = DemoExecutor(store, seed=7)
-        results = _run(svc, executor, FIRST_RECLAIM_WITHIN)
-        reclaims = [stop for result in results for stop in result.preempted]
-        assert reclaims, "no preemption within the bound"
-        first = reclaims[0]
-        # project-a was borrowing project-b's idle instance; a project-b job took it back.
-        assert (first.share, first.reason) == (BORROWER, PreemptReason.RECLAIM)
-        assert first.beneficiary is not None and _share_of(first.beneficiary) == LENDER
-        assert store.get_job(first.job).preemptions >= 1
+@pytest.mark.slow
+def test_demo_jobs_borrow_get_reclaimed_and_finish(svc: Service) -> None:
+    store = svc.app.state.store
+    load_demo_fleet(store)
+    executor = DemoExecutor(store, seed=7)
+    results = _run(svc, executor, FIRST_RECLAIM_WITHIN)
+    reclaims = [stop for result in results for stop in result.preempted]
+    assert reclaims, "no preemption within the bound"
+    first = reclaims[0]
+    # project-a was borrowing project-b's idle instance; a project-b job took it back.
+    assert (first.share, first.reason) == (BORROWER, PreemptReason.RECLAIM)
+    assert first.beneficiary is not None and _share_of(first.beneficiary) == LENDER
+    assert store.get_job(first.job).preemptions >= 1
 
-        # The preempted job is back in line; had the executor still reported it, the
-        # service would refuse (409); it never did, and kept running the demo.
-        results += _run(svc, executor, 24, clock=FIRST_RECLAIM_WITHIN * STEP_S)
-        assert executor.preempted_seen >= 1
-        scheduled = {start.job for result in results for start in result.scheduled}
-        assert {_share_of(job) for job in scheduled} == {"project-a", "project-b", "project-c"}
-        jobs = store.list_jobs(job_queue=DEMO_JOB_QUEUE, limit=1000)
-        done = [r for r in jobs if r.phase is JobPhase.SUCCEEDED]
-        assert {r.job.share for r in done} >= {"project-a", "project-b"}
-        assert all(r.started_at is not None and r.finished_at is not None for r in done)
-        assert not [r for r in jobs if r.phase is JobPhase.FAILED]
+    # The preempted job is back in line; had the executor still reported it, the
+    # service would refuse (409); it never did, and kept running the demo.
+    results += _run(svc, executor, 24, clock=FIRST_RECLAIM_WITHIN * STEP_S)
+    assert executor.preempted_seen >= 1
+    scheduled = {start.job for result in results for start in result.scheduled}
+    assert {_share_of(job) for job in scheduled} == {"project-a", "project-b", "project-c"}
+    jobs = store.list_jobs(job_queue=DEMO_JOB_QUEUE, limit=1000)
+    done = [r for r in jobs if r.phase is JobPhase.SUCCEEDED]
+    assert {r.job.share for r in done} >= {"project-a", "project-b"}
+    assert all(r.started_at is not None and r.finished_at is not None for r in done)
+    assert not [r for r in jobs if r.phase is JobPhase.FAILED]
 
-        # Never more than the environment's 3 instances; project-a borrows, up to project-b's
-        # one; project-c's RESERVE instance is never lent.
-        borrowed = []
-        for result in results:
-            queue_usage = result.job_queues[DEMO_JOB_QUEUE]
-            assert queue_usage.usage.get(G5, 0) <= 3
-            shares = queue_usage.shares
-            borrowed.append(shares[BORROWER].borrowed.get(G5, 0))
-            assert shares["project-c"].lent.get(G5, 0) == 0
-        assert max(borrowed) == 1
+    # Never more than the environment's 3 instances; project-a borrows, up to project-b's
+    # one; project-c's RESERVE instance is never lent.
+    borrowed = []
+    for result in results:
+        queue_usage = result.job_queues[DEMO_JOB_QUEUE]
+        assert queue_usage.usage.get(G5, 0) <= 3
+        shares = queue_usage.shares
+        borrowed.append(shares[BORROWER].borrowed.get(G5, 0))
+        assert shares["project-c"].lent.get(G5, 0) == 0
+    assert max(borrowed) == 1
 
-        queue = svc.ok("GET", f"/job-queues/{DEMO_JOB_QUEUE}")
-        assert queue["status"] == "VALID"
+    queue = svc.ok("GET", f"/job-queues/{DEMO_JOB_QUEUE}")
+    assert queue["status"] == "VALID"
 
 
 def test_demo_executor_stops_a_job_preempted_while_it_reported(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    svc: Service, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The race: the executor listed a job RUNNING, the tick preempted it before the
     report. The report is refused (409 FAILED_PRECONDITION) and the executor carries on."""
-    with service(tmp_path, cluster=None) as svc:
-        store = svc.app.state.store
-        load_demo_fleet(store)
-        executor = DemoExecutor(store, seed=7)
-        for tick in range(FIRST_RECLAIM_WITHIN):
-            (result,) = _run(svc, executor, 1, clock=tick * STEP_S)
-            if result.preempted:
-                break
-        victim = result.preempted[0].job
-        record = store.get_job(victim)
-        assert record.phase is JobPhase.QUEUED and record.last_preemption is not None
+    store = svc.app.state.store
+    load_demo_fleet(store)
+    executor = DemoExecutor(store, seed=7)
+    for tick in range(FIRST_RECLAIM_WITHIN):
+        (result,) = _run(svc, executor, 1, clock=tick * STEP_S)
+        if result.preempted:
+            break
+    victim = result.preempted[0].job
+    record = store.get_job(victim)
+    assert record.phase is JobPhase.QUEUED and record.last_preemption is not None
 
-        status, body = svc.error("POST", f"/jobs/{victim}/report", {"outcome": "succeeded"})
-        assert (status, body["code"]) == (409, "FAILED_PRECONDITION")
+    status, body = svc.error("POST", f"/jobs/{victim}/report", {"outcome": "succeeded"})
+    assert (status, body["code"]) == (409, "FAILED_PRECONDITION")
 
-        # What a list read just before the tick wrote would show: the job RUNNING, its run due.
-        stale = replace(record, phase=JobPhase.RUNNING)
-        listed = store.list_jobs
+    # What a list read just before the tick wrote would show: the job RUNNING, its run due.
+    stale = replace(record, phase=JobPhase.RUNNING)
+    listed = store.list_jobs
 
-        def list_jobs(**filters: Any) -> list[JobRecord]:
-            found = listed(**filters)
-            return [stale, *found] if filters.get("phase") is JobPhase.RUNNING else found
+    def list_jobs(**filters: Any) -> list[JobRecord]:
+        found = listed(**filters)
+        return [stale, *found] if filters.get("phase") is JobPhase.RUNNING else found
 
-        monkeypatch.setattr(store, "list_jobs", list_jobs)
-        executor._job_finish_at[victim] = 0.0
-        with caplog.at_level(logging.INFO, logger="sluice.demo"):
-            executor.step(10_000.0)  # the refusal is handled: no error, and the job is stopped
-        assert f"job {victim} stopped, not finished" in caplog.text
-        monkeypatch.undo()
-        assert victim not in executor._job_finish_at
-        after = store.get_job(victim)
-        assert (after.phase, after.finished_at) == (JobPhase.QUEUED, None)
+    monkeypatch.setattr(store, "list_jobs", list_jobs)
+    executor._job_finish_at[victim] = 0.0
+    with caplog.at_level(logging.INFO, logger="sluice.demo"):
+        executor.step(10_000.0)  # the refusal is handled: no error, and the job is stopped
+    assert f"job {victim} stopped, not finished" in caplog.text
+    monkeypatch.undo()
+    assert victim not in executor._job_finish_at
+    after = store.get_job(victim)
+    assert (after.phase, after.finished_at) == (JobPhase.QUEUED, None)
 
 
+@pytest.mark.slow
 def test_demo_jobs_are_deterministic_from_the_seed(tmp_path: Path) -> None:
     def decisions(path: Path) -> list[tuple[list[str], list[str]]]:
         path.mkdir()

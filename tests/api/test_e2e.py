@@ -9,10 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from api.client import Action, Queue, SluiceClient
-from tests.support.service import EAST, sluice, start_server
+from fixtures.service_fleets import EAST_SMALL
+from tests.support.service import Server, sluice
 
 SEED_CREATE = (
     "create queue research --run-concurrency 100 --action-concurrency 1000"
@@ -63,63 +65,60 @@ class Round:
         _until(lambda: self.gpus_in_use() == 0, "an idle queue")
 
 
-def test_seed_example_moves_as_the_seed_says(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_seed_example_moves_as_the_seed_says(tmp_path: Path, server: Server) -> None:
     """Seed: "A queue is capped at 8 GPUs and 6 are in use, so 2 are free. ... Under greedy
     capacity the queue runs at 8 of 8 GPUs, and train starts once 4 GPUs are free at the same
     moment. Under strict FIFO the queue stays at 6 of 8 until 2 more GPUs free up. Then train
     starts, followed by evaluate and embed." """
     fleet = tmp_path / "fleet.yaml"
-    fleet.write_text(yaml.safe_dump({"clusters": [EAST]}))
-    server = start_server(tmp_path / "e2e.db", period_s=0.1)
-    try:
-        url = server.url
-        assert "cluster east put" in sluice(url, "apply", str(fleet)).stdout
-        assert "queue research" in sluice(url, *SEED_CREATE.split()).stdout
-        client = SluiceClient(url)
+    fleet.write_text(yaml.safe_dump({"clusters": [EAST_SMALL]}))
+    url = server.url
+    assert "cluster east put" in sluice(url, "apply", str(fleet)).stdout
+    assert "queue research" in sluice(url, *SEED_CREATE.split()).stdout
+    client = SluiceClient(url)
 
-        # Greedy capacity: evaluate and embed take the 2 free GPUs; train waits for 4.
-        greedy = Round(client, "g")
-        _until(lambda: greedy.states("g-evaluate", "g-embed") == {"scheduled"}, "8 of 8")
-        assert (greedy.gpus_in_use(), greedy.state("train")) == (8, "queued")
-        greedy.finish("g-old0")
-        time.sleep(0.3)  # a few ticks: 2 free GPUs are not 4
-        assert greedy.state("train") == "queued"
-        greedy.finish("g-old1")
-        _until(lambda: greedy.state("train") == "scheduled", "train once 4 are free")
-        greedy.finish_all()
+    # Greedy capacity: evaluate and embed take the 2 free GPUs; train waits for 4.
+    greedy = Round(client, "g")
+    _until(lambda: greedy.states("g-evaluate", "g-embed") == {"scheduled"}, "8 of 8")
+    assert (greedy.gpus_in_use(), greedy.state("train")) == (8, "queued")
+    greedy.finish("g-old0")
+    time.sleep(0.3)  # a few ticks: 2 free GPUs are not 4
+    assert greedy.state("train") == "queued"
+    greedy.finish("g-old1")
+    _until(lambda: greedy.state("train") == "scheduled", "train once 4 are free")
+    greedy.finish_all()
 
-        # Strict FIFO: stays at 6 of 8 with a blocked head; then train, then the others.
-        sluice(url, "update", "queue", "research", "--scheduling", "strict_fifo")
-        strict = Round(client, "s")
-        _until(lambda: Queue.details("research", client=client)["head_blocked"], "a blocked head")
-        assert (strict.gpus_in_use(), strict.states("s-train", "s-evaluate", "s-embed")) == (
-            6,
-            {"queued"},
-        )
-        detail = sluice(url, "get", "queue", "research").stdout
-        assert "HEAD OF LINE BLOCKED" in detail and "2 actions wait behind it" in detail
-        sluice(url, "update", "queue", "research", "--pool", "gpu-pool")
-        table = sluice(url, "get", "queue", "--watch", "--pool", "gpu-pool", "--limit", "1").stdout
-        assert "BLOCKED" in next(line for line in table.splitlines() if line.startswith("research"))
-        strict.finish("s-old0")
-        _until(lambda: strict.state("train") == "scheduled", "train first")
-        assert strict.states("s-evaluate", "s-embed") == {"queued"} and strict.gpus_in_use() == 8
-        strict.finish("s-old1")
-        _until(lambda: strict.states("s-evaluate", "s-embed") == {"scheduled"}, "the others")
-        strict.finish_all()
+    # Strict FIFO: stays at 6 of 8 with a blocked head; then train, then the others.
+    sluice(url, "update", "queue", "research", "--scheduling", "strict_fifo")
+    strict = Round(client, "s")
+    _until(lambda: Queue.details("research", client=client)["head_blocked"], "a blocked head")
+    assert (strict.gpus_in_use(), strict.states("s-train", "s-evaluate", "s-embed")) == (
+        6,
+        {"queued"},
+    )
+    detail = sluice(url, "get", "queue", "research").stdout
+    assert "HEAD OF LINE BLOCKED" in detail and "2 actions wait behind it" in detail
+    sluice(url, "update", "queue", "research", "--pool", "gpu-pool")
+    table = sluice(url, "get", "queue", "--watch", "--pool", "gpu-pool", "--limit", "1").stdout
+    assert "BLOCKED" in next(line for line in table.splitlines() if line.startswith("research"))
+    strict.finish("s-old0")
+    _until(lambda: strict.state("train") == "scheduled", "train first")
+    assert strict.states("s-evaluate", "s-embed") == {"queued"} and strict.gpus_in_use() == 8
+    strict.finish("s-old1")
+    _until(lambda: strict.states("s-evaluate", "s-embed") == {"scheduled"}, "the others")
+    strict.finish_all()
 
-        # "To let the waiting actions that fit run now, switch the policy."
-        switch = Round(client, "w")
-        _until(lambda: Queue.details("research", client=client)["head_blocked"], "blocked again")
-        sluice(url, "update", "queue", "research", "--scheduling", "greedy_capacity")
-        _until(lambda: switch.states("w-evaluate", "w-embed") == {"scheduled"}, "fits run now")
-        assert switch.state("train") == "queued"
+    # "To let the waiting actions that fit run now, switch the policy."
+    switch = Round(client, "w")
+    _until(lambda: Queue.details("research", client=client)["head_blocked"], "blocked again")
+    sluice(url, "update", "queue", "research", "--scheduling", "greedy_capacity")
+    _until(lambda: switch.states("w-evaluate", "w-embed") == {"scheduled"}, "fits run now")
+    assert switch.state("train") == "queued"
 
-        frames = sluice(url, "get", "queue", "research", "--watch", "--limit", "2").stdout
-        assert frames.count("queue research") == 2
-        metrics = json.loads(sluice(url, "get", "queue", "research", "-o", "json").stdout)
-        assert metrics["accelerator_charges"]["gpu"] == 8 and metrics["max_gpus"] == 8
-        scrape = httpx.get(f"{url}/metrics").text
-        assert 'sluice_queue_in_flight{queue="research",pool="gpu-pool",resource="gpu"} 8' in scrape
-    finally:
-        server.stop()
+    frames = sluice(url, "get", "queue", "research", "--watch", "--limit", "2").stdout
+    assert frames.count("queue research") == 2
+    metrics = json.loads(sluice(url, "get", "queue", "research", "-o", "json").stdout)
+    assert metrics["accelerator_charges"]["gpu"] == 8 and metrics["max_gpus"] == 8
+    scrape = httpx.get(f"{url}/metrics").text
+    assert 'sluice_queue_in_flight{queue="research",pool="gpu-pool",resource="gpu"} 8' in scrape

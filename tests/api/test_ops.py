@@ -12,7 +12,7 @@ import pytest
 from models.result import TickResult
 from models.snapshot import Snapshot
 from solver import tick
-from tests.support.service import service
+from tests.support.service import Service, service
 
 
 def _events(text: str) -> list[tuple[str, object]]:
@@ -23,70 +23,69 @@ def _events(text: str) -> list[tuple[str, object]]:
     return events
 
 
-def test_watch_one_queue_and_pools(tmp_path: Path) -> None:
+@pytest.mark.service(period_s=0.05)
+def test_watch_one_queue_and_pools(svc: Service) -> None:
     """Seed: "Stream one queue" and "Stream every live queue in the given pools (all pools
     when omitted)"; one event per tick."""
-    with service(tmp_path, period_s=0.05) as svc:
-        svc.ok("POST", "/queues", {"name": "research", "pool": "gpu-pool"}, status=201)
-        svc.ok("POST", "/queues", {"name": "etl", "pool": "cpu-pool"}, status=201)
-        events = _events(svc.http.get("/watch/queues/research?limit=3").text)
-        assert [name for name, _ in events] == ["queue"] * 3
-        assert all(data["name"] == "research" for _, data in events)  # type: ignore[index]
+    svc.ok("POST", "/queues", {"name": "research", "pool": "gpu-pool"}, status=201)
+    svc.ok("POST", "/queues", {"name": "etl", "pool": "cpu-pool"}, status=201)
+    events = _events(svc.http.get("/watch/queues/research?limit=3").text)
+    assert [name for name, _ in events] == ["queue"] * 3
+    assert all(data["name"] == "research" for _, data in events)  # type: ignore[index]
 
-        events = _events(svc.http.get("/watch/queues?pool=gpu-pool&limit=2").text)
-        assert [[q["name"] for q in data] for _, data in events] == [["research"]] * 2  # type: ignore[union-attr]
-        events = _events(svc.http.get("/watch/queues?limit=1").text)
-        assert [q["name"] for q in events[0][1]] == ["default", "etl", "research"]  # type: ignore[union-attr]
-        assert svc.http.get("/watch/queues/nope").json()["code"] == "NOT_FOUND"
+    events = _events(svc.http.get("/watch/queues?pool=gpu-pool&limit=2").text)
+    assert [[q["name"] for q in data] for _, data in events] == [["research"]] * 2  # type: ignore[union-attr]
+    events = _events(svc.http.get("/watch/queues?limit=1").text)
+    assert [q["name"] for q in events[0][1]] == ["default", "etl", "research"]  # type: ignore[union-attr]
+    assert svc.http.get("/watch/queues/nope").json()["code"] == "NOT_FOUND"
 
 
-def test_metrics_in_prometheus_text(tmp_path: Path) -> None:
+def test_metrics_in_prometheus_text(svc: Service) -> None:
     """Issue: /metrics in Prometheus text format (usage and cap per queue and resource,
     waiting and blocked counts, tick duration)."""
-    with service(tmp_path) as svc:
-        queue = {"name": "q", "max_resources": {"cpu": "8"}, "max_accelerators": {"H100": 8}}
-        svc.ok("POST", "/queues", queue, status=201)
-        job = {
-            "id": "j",
-            "queue": "q",
-            "containers": [{"resources": {"cpu": "500m"}, "gpu": "H100:2"}],
-        }
-        svc.ok("POST", "/actions", job, status=201)
-        svc.ok("POST", "/actions", job | {"id": "k", "containers": [{"gpu": "H100:8"}]}, 201)
-        svc.tick()
-        response = svc.http.get("/metrics")
-        assert response.headers["content-type"].startswith("text/plain")
-        lines = set(response.text.splitlines())
-        for line in (
-            'sluice_queue_in_flight{queue="q",pool="default",resource="cpu"} 0.5',
-            'sluice_queue_cap{queue="q",pool="default",resource="cpu"} 8',
-            'sluice_queue_in_flight{queue="q",pool="default",resource="nvidia_gpu/nvidia-h100"} 2',
-            'sluice_queue_cap{queue="q",pool="default",resource="nvidia_gpu/nvidia-h100"} 8',
-            'sluice_queue_waiting{queue="q",pool="default"} 1',
-            'sluice_queue_head_blocked{queue="q",pool="default"} 0',
-            "sluice_queues_blocked 0",
-            "# TYPE sluice_tick_duration_seconds gauge",
-        ):
-            assert line in lines, line
-        assert any(line.startswith("sluice_ticks_total ") for line in lines)
+    queue = {"name": "q", "max_resources": {"cpu": "8"}, "max_accelerators": {"H100": 8}}
+    svc.ok("POST", "/queues", queue, status=201)
+    job = {
+        "id": "j",
+        "queue": "q",
+        "containers": [{"resources": {"cpu": "500m"}, "gpu": "H100:2"}],
+    }
+    svc.ok("POST", "/actions", job, status=201)
+    svc.ok("POST", "/actions", job | {"id": "k", "containers": [{"gpu": "H100:8"}]}, 201)
+    svc.tick()
+    response = svc.http.get("/metrics")
+    assert response.headers["content-type"].startswith("text/plain")
+    lines = set(response.text.splitlines())
+    for line in (
+        'sluice_queue_in_flight{queue="q",pool="default",resource="cpu"} 0.5',
+        'sluice_queue_cap{queue="q",pool="default",resource="cpu"} 8',
+        'sluice_queue_in_flight{queue="q",pool="default",resource="nvidia_gpu/nvidia-h100"} 2',
+        'sluice_queue_cap{queue="q",pool="default",resource="nvidia_gpu/nvidia-h100"} 8',
+        'sluice_queue_waiting{queue="q",pool="default"} 1',
+        'sluice_queue_head_blocked{queue="q",pool="default"} 0',
+        "sluice_queues_blocked 0",
+        "# TYPE sluice_tick_duration_seconds gauge",
+    ):
+        assert line in lines, line
+    assert any(line.startswith("sluice_ticks_total ") for line in lines)
 
 
-def test_every_error_has_the_same_shape(tmp_path: Path) -> None:
-    with service(tmp_path, cluster=None) as svc:
-        assert svc.error("GET", "/no/such/thing") == (
-            404,
-            {"code": "NOT_FOUND", "message": "no such endpoint: GET /no/such/thing (see /docs)"},
-        )
-        status, body = svc.error("DELETE", "/actions")
-        assert (status, body["code"]) == (405, "INVALID_ARGUMENT")
-        status, body = svc.error("GET", "/actions?limit=0")
-        assert (status, body["field"]) == (400, "query.limit")
-        response = svc.http.post(
-            "/queues", content=b"{not json", headers={"content-type": "application/json"}
-        )
-        assert response.status_code == 400 and response.json()["code"] == "INVALID_ARGUMENT"
-        assert svc.http.get("/docs").status_code == 200
-        assert "/queues/{name}" in svc.http.get("/openapi.json").json()["paths"]
+@pytest.mark.service(cluster=None)
+def test_every_error_has_the_same_shape(svc: Service) -> None:
+    assert svc.error("GET", "/no/such/thing") == (
+        404,
+        {"code": "NOT_FOUND", "message": "no such endpoint: GET /no/such/thing (see /docs)"},
+    )
+    status, body = svc.error("DELETE", "/actions")
+    assert (status, body["code"]) == (405, "INVALID_ARGUMENT")
+    status, body = svc.error("GET", "/actions?limit=0")
+    assert (status, body["field"]) == (400, "query.limit")
+    response = svc.http.post(
+        "/queues", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400 and response.json()["code"] == "INVALID_ARGUMENT"
+    assert svc.http.get("/docs").status_code == 200
+    assert "/queues/{name}" in svc.http.get("/openapi.json").json()["paths"]
 
 
 def test_a_failing_tick_is_logged_and_the_loop_goes_on(tmp_path: Path) -> None:
@@ -133,19 +132,18 @@ def test_an_overrunning_tick_is_logged_with_its_time(
     assert overruns and "over its 0.020 s period" in overruns[0]
 
 
-def test_snapshot_endpoint_streams_the_tick_input_as_arrow(tmp_path: Path) -> None:
+def test_snapshot_endpoint_streams_the_tick_input_as_arrow(svc: Service) -> None:
     """Issue 4: produce a snapshot "from the running service (`GET /snapshot` as an Arrow IPC
     stream, and `sluice snapshot export`)"; reading it back gives the store's queues and line."""
 
     from models.arrow.tables import STREAM_MEDIA_TYPE, read_snapshot_stream
 
-    with service(tmp_path) as svc:
-        svc.ok("POST", "/queues", {"name": "q", "max_resources": {"cpu": "8"}}, status=201)
-        job = {"id": "j", "queue": "q", "containers": [{"resources": {"cpu": "500m"}}]}
-        svc.ok("POST", "/actions", job, status=201)
-        response = svc.http.get("/snapshot")
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith(STREAM_MEDIA_TYPE)
-        snapshot = read_snapshot_stream(response.content)
-        assert snapshot.queue("q").max_resources == {"cpu": 8000}
-        assert [a.id for a in snapshot.actions] == ["j"]
+    svc.ok("POST", "/queues", {"name": "q", "max_resources": {"cpu": "8"}}, status=201)
+    job = {"id": "j", "queue": "q", "containers": [{"resources": {"cpu": "500m"}}]}
+    svc.ok("POST", "/actions", job, status=201)
+    response = svc.http.get("/snapshot")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith(STREAM_MEDIA_TYPE)
+    snapshot = read_snapshot_stream(response.content)
+    assert snapshot.queue("q").max_resources == {"cpu": 8000}
+    assert [a.id for a in snapshot.actions] == ["j"]

@@ -75,6 +75,7 @@ def test_synthetic_is_deterministic_per_seed() -> None:
     assert synthetic(SMALL, seed=3) != synthetic(SMALL, seed=4)
 
 
+@pytest.mark.slow
 def test_m_has_the_size_and_mix_the_issue_names() -> None:
     """ "M (10,000 pending, 1,000 running, 50 queues, 10 clusters, 100 node pools) ...,
     mixing strict_fifo and greedy_capacity, typed and untyped GPUs, multi-container
@@ -199,6 +200,7 @@ def _trace(scenario: str) -> Snapshot:
         pytest.skip(f"Alibaba trace absent: {error.message}")
 
 
+@pytest.mark.slow
 def test_alibaba_cold_is_the_whole_trace_on_empty_nodes() -> None:
     """ "1,523 nodes with their CPU, memory, GPU count and GPU model, and 8,152 pods";
     "a cold start (the whole line against empty nodes)"."""
@@ -214,6 +216,7 @@ def test_alibaba_cold_is_the_whole_trace_on_empty_nodes() -> None:
     assert {q.scheduling for q in snapshot.queues} == set(Scheduling)
 
 
+@pytest.mark.slow
 def test_alibaba_steady_is_mostly_full_with_a_few_hundred_arriving() -> None:
     """ "a steady state (the fleet mostly full, a few hundred pods arriving)"."""
     snapshot = _trace("steady")

@@ -23,24 +23,10 @@ from api.app import create_app
 from api.client import SluiceClient
 from api.config import ServiceSettings
 from api.ticker import TickFn
+from fixtures.service_fleets import EAST_SMALL
 from models.snapshot import Cluster
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
-
-EAST = {
-    "name": "east",
-    "node_pools": [
-        {
-            "name": "h100",
-            "node": {"cpu": "96", "memory": "1Ti", "accelerator": "H100", "accelerators": 8},
-            "labels": {"tier": "gpu"},
-            "nodes": 2,
-            "max_nodes": 2,
-        },
-        {"name": "cpu", "node": {"cpu": "64", "memory": "256Gi"}, "nodes": 4},
-    ],
-}
-
 
 @dataclass
 class Service:
@@ -75,7 +61,7 @@ def service(
     auth_file: Path | None = None,
     period_s: float = 3600.0,
     tick_fn: TickFn | None = None,
-    cluster: dict[str, Any] | None = EAST,
+    cluster: dict[str, Any] | None = EAST_SMALL,
 ) -> Iterator[Service]:
     settings = ServiceSettings(
         db_path=tmp_path / "sluice.db", period_s=period_s, auth_file=auth_file

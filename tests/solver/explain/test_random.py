@@ -22,6 +22,7 @@ from tests.support.generate import PACKING, SMALL, random_snapshot
 PROFILES = {"small": (SMALL, 300), "packing": (PACKING, 100)}  # generator size, instances
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", PROFILES)
 def test_explanations_of_random_instances_are_sufficient_minimal_and_their_fixes_work(
     profile: str,

@@ -119,6 +119,7 @@ def expression_model(
     return model
 
 
+@pytest.mark.slow
 def test_the_written_model_is_the_expression_model_for_every_check_of_random_ticks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,9 @@ from models.snapshot import Snapshot
 from solver import TickOptions, tick
 from tests.support.checks import decisions, problems
 from tests.support.generate import PACKING, Size, random_snapshot
+
+# Each property runs 150 examples: seconds apiece.
+pytestmark = pytest.mark.slow
 
 OPTIONS = TickOptions(time_limit_s=5.0)
 LARGER = Size(queued=12, nodes=8, clusters=2, queues=3, running=5)

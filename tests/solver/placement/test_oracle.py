@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import combinations
 
+import pytest
+
 from models.result import SolverStatus, TickResult
 from models.scenario import dump_scenario
 from models.snapshot import Snapshot
@@ -93,6 +95,7 @@ def runs() -> list[Run]:
     return compared
 
 
+@pytest.mark.slow
 def test_engine_matches_brute_force_oracle_on_random_small_snapshots() -> None:
     compared = runs()
     mismatches = [run for run in compared if run.engine not in run.wanted]
@@ -108,6 +111,7 @@ def test_engine_matches_brute_force_oracle_on_random_small_snapshots() -> None:
     assert not mismatches, f"{len(mismatches)} of {len(compared)} instances disagree:\n\n{shown}"
 
 
+@pytest.mark.slow
 def test_engine_results_are_sound_on_random_small_snapshots() -> None:
     """The same instances through tests/support/checks.py: placements fit, caps and limits hold,
     strict lines are prefixes with blocked_behind_head behind their head."""

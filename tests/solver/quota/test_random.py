@@ -24,6 +24,8 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from models.quota import Job, JobState, QuotaShare, ShareStrategy
 from models.quota_result import PreemptReason, QuotaTickResult
 from solver.quota.tick import next_jobs
@@ -231,6 +233,7 @@ def _check_cause(
         assert held_before[(victim.share, t)] > shares[victim.share].capacity_limits.get(t, 0)
 
 
+@pytest.mark.slow
 def test_invariants_hold_on_every_tick() -> None:
     seen: Counter[str] = Counter()
     for seed in SEEDS:

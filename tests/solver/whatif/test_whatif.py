@@ -197,6 +197,7 @@ def test_results_are_plain_arrow_read_back_with_pyarrow(tmp_path: Path) -> None:
     assert "2 newly scheduled" in (tmp_path / "summary.txt").read_text()
 
 
+@pytest.mark.slow
 def test_the_python_example_of_the_docs_runs() -> None:
     """ "The same from Python: load a snapshot, change it with ordinary model operations,
     solve, compare." (the five lines in docs/whatif.md, "From Python")"""
@@ -216,6 +217,7 @@ def test_comparing_a_snapshot_with_itself_changes_nothing() -> None:
 # --- the CLI --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_whatif_on_the_realistic_fixture(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, stdout, _ = invoke(
@@ -313,6 +315,7 @@ variants:
 """
 
 
+@pytest.mark.slow
 def test_a_sweep_solves_variants_in_worker_processes(tmp_path: Path) -> None:
     """ "A sweep: one file listing many variants of one snapshot, solved in parallel worker
     processes, with a progress bar, producing one comparison table (Arrow and a readable
@@ -408,7 +411,8 @@ def server() -> Iterator[str]:
             pass
 
     httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # shutdown() waits for the loop to poll, every 0.5 s by default: half a second per test.
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
