@@ -7,6 +7,7 @@ from typing import Any
 
 from models.errors import InvalidInput
 from models.fields import format_duration
+from models.limits import MAX_INT64
 from models.quantity import parse_quantity
 from models.result import UNTYPED_GPU, TickResult
 
@@ -15,7 +16,7 @@ BAR_WIDTH = 24
 
 def _amount(resource: str, quantity: str | int) -> int:
     try:
-        return parse_quantity(resource, quantity, resource)
+        return parse_quantity(resource, quantity, resource, MAX_INT64)
     except InvalidInput:
         return 0
 

@@ -57,6 +57,7 @@ from models.arrow.schema import (
     WAITING,
 )
 from models.errors import InvalidInput
+from models.limits import MAX_INT64
 from models.quantity import parse_quantity
 from models.quota_result import QuotaTickResult
 from models.result import UNTYPED_GPU, PlacedContainer, QueueMetrics, ScheduledAction, TickResult
@@ -380,7 +381,9 @@ def _usage_rows(m: QueueMetrics) -> Iterable[tuple[str, str, str, int, int | Non
 
     def amount(resource: str, text: str | None) -> int | None:
         # QueueMetrics prints quantities the way people write them; the table holds integers.
-        return None if text is None else parse_quantity(resource, text, f"{m.name}.{resource}")
+        if text is None:
+            return None
+        return parse_quantity(resource, text, f"{m.name}.{resource}", MAX_INT64)
 
     for resource in sorted(m.in_flight_resources.keys() | m.max_resources.keys()):
         used = amount(resource, m.in_flight_resources.get(resource)) or 0
@@ -437,11 +440,20 @@ _KIND = {".arrow": "Arrow IPC", ".parquet": "Parquet"}
 def _read_file(file: Path) -> pa.Table:
     try:
         if file.suffix == ".parquet":
-            return pq.read_table(file)
-        with pa.memory_map(str(file)) as source:
-            return ipc.open_file(source).read_all()
-    except (pa.ArrowInvalid, OSError) as error:
-        raise InvalidInput(f"{file}: not a readable {_KIND[file.suffix]} file: {error}") from None
+            table = pq.read_table(file)
+        else:
+            with pa.memory_map(str(file)) as source:
+                table = ipc.open_file(source).read_all()
+        # A file whose header and footer are intact can still hold offsets or lengths that
+        # point outside its buffers; reading such a column crashes the process, so every
+        # buffer is checked before a column is read.
+        table.validate(full=True)
+    except (pa.ArrowException, OSError) as error:
+        raise InvalidInput(
+            f"{file}: not a readable {_KIND[file.suffix]} file: {error} (table {file.stem})",
+            field=file.stem,
+        ) from None
+    return table
 
 
 def _read_streams(source: pa.NativeFile, where: str) -> dict[str, pa.Table]:
@@ -450,11 +462,19 @@ def _read_streams(source: pa.NativeFile, where: str) -> dict[str, pa.Table]:
     while source.tell() < source.size():
         try:
             table = ipc.open_stream(source).read_all()
-        except pa.ArrowInvalid as error:
-            raise InvalidInput(f"{where}: not an Arrow IPC stream: {error}") from None
+        except (pa.ArrowException, OSError) as error:
+            raise InvalidInput(
+                f"{where}: not an Arrow IPC stream: {error} (stream {len(tables)})"
+            ) from None
         name = (table.schema.metadata or {}).get(TABLE_KEY, b"").decode(errors="replace")
         if not name:
             raise InvalidInput(f"{where}: stream {len(tables)} does not name its table")
+        try:
+            table.validate(full=True)  # as in _read_file: a bad offset would crash the reader
+        except pa.ArrowException as error:
+            raise InvalidInput(
+                f"{where}: table {name}: not a valid Arrow IPC stream: {error}", field=name
+            ) from None
         tables[name] = table
     return tables
 
