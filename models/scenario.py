@@ -36,12 +36,19 @@ def snapshot_from_dict(data: Any, source: str = "snapshot") -> Snapshot:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def read_yaml(path: Path) -> Any:
-    """A YAML (or JSON) file's data; an unreadable or malformed file is an error naming it."""
+def read_text(path: Path) -> str:
+    """A file's text; an unreadable file is an error naming it."""
     try:
-        return yaml.load(path.read_text(), Loader=_LOADER)
+        return path.read_text()
     except OSError as error:
         raise InvalidInput(f"{path}: cannot read: {error.strerror}") from None
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML (or JSON) file's data; an unreadable or malformed file is an error naming it."""
+    text = read_text(path)
+    try:
+        return yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as error:
         raise InvalidInput(f"{path}: not valid YAML: {error}") from None
     except RecursionError:
