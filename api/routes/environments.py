@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from api.deps import PrincipalDep, StoreDep
 from api.schemas.core import EnvironmentIn
+from models.errors import NotFound
 from models.snapshot import Environment
 
 router = APIRouter(prefix="/environments", tags=["environments"])
@@ -15,7 +16,16 @@ router = APIRouter(prefix="/environments", tags=["environments"])
 def put_environment(
     name: str, body: EnvironmentIn, store: StoreDep, who: PrincipalDep
 ) -> Environment:
-    """Define a reusable pool; its first action starts it, charged once at this size."""
+    """Define a reusable pool; its first action starts it, charged once at this size.
+
+    Changing one needs rights on the queue it belongs to now as well as on the one the body
+    names: a team may not take over, move or resize another team's pool."""
+    try:
+        current: str | None = store.get_environment(name).environment.queue
+    except NotFound:
+        current = None
+    if current is not None:
+        who.require_queue(current, f"change environment {name}, which is")
     who.require_queue(body.queue, "define environments")
     return store.put_environment(body.to_environment(name)).environment
 
