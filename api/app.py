@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from api.auth import Authenticator
 from api.config import ServiceSettings
 from api.errors import install_error_handlers
+from api.guard import RequestGuard
 from api.routes import (
     actions,
     clusters,
@@ -83,7 +84,9 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
     )
-    app.state.auth = authenticator
+    app.add_middleware(
+        RequestGuard, authenticator=authenticator, max_body_bytes=settings.max_body_bytes
+    )
     install_error_handlers(app)
     routers = (queues, actions, clusters, org_settings, environments, watch, ops, explanations)
     for module in routers:
