@@ -84,6 +84,7 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
     )
+    app.state.watchers = watch.Watchers(settings.max_watchers, settings.watch_keepalive_s)
     app.add_middleware(
         RequestGuard, authenticator=authenticator, max_body_bytes=settings.max_body_bytes
     )

@@ -23,6 +23,14 @@ class ServiceSettings(BaseModel):
         description="The largest request body accepted; a larger one is refused with 413"
         " before it is read (a batch of 10,000 small actions is about 1.2 MiB).",
     )
+    max_watchers: PositiveInt = Field(
+        default=64, description="Server-sent event streams open at once; one more is 429."
+    )
+    watch_keepalive_s: PositiveFloat = Field(
+        default=15.0,
+        description="Seconds between keep-alive comments on an idle stream, well under the"
+        " idle timeouts of common proxies (60 s for nginx and AWS load balancers).",
+    )
     demo: bool = False
     demo_seed: int = 7
 
