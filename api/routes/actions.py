@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.errors import error_responses
 from api.schemas.core import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted, ExecutorReport
 from api.store.sqlite import ActionRecord, Phase
 from api.views import action_view
@@ -15,7 +16,7 @@ from api.views import action_view
 router = APIRouter(prefix="/actions", tags=["actions"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409, 429))
 def submit_action(
     body: ActionSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> ActionPublic:
@@ -29,7 +30,10 @@ def submit_action(
     return action_view(ActionRecord.submitted(action), ticker)
 
 
-@router.post("/batch", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/batch", status_code=status.HTTP_201_CREATED,
+    responses=error_responses(403, 404, 409, 429),
+)
 def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> BatchAccepted:
     """Queue many actions, all or none, in arrival order."""
     for queue in sorted({submission.queue for submission in body.actions}):
@@ -58,12 +62,12 @@ def list_actions(
     return [action_view(record, ticker) for record in records]
 
 
-@router.get("/{action_id}")
+@router.get("/{action_id}", responses=error_responses(404))
 def get_action(action_id: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> ActionPublic:
     return action_view(store.get_action(action_id), ticker)
 
 
-@router.post("/{action_id}/cancel")
+@router.post("/{action_id}/cancel", responses=error_responses(403, 404, 409))
 def cancel_action(
     action_id: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> ActionPublic:
@@ -72,7 +76,7 @@ def cancel_action(
     return action_view(store.cancel_action(action_id, datetime.now(UTC)), ticker)
 
 
-@router.post("/{action_id}/report")
+@router.post("/{action_id}/report", responses=error_responses(403, 404, 409))
 def report_action(
     action_id: str, body: ExecutorReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> ActionPublic:

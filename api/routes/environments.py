@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import PrincipalDep, StoreDep
+from api.errors import error_responses
 from api.schemas.core import EnvironmentIn
 from models.errors import NotFound
 from models.snapshot import Environment
@@ -12,7 +13,7 @@ from models.snapshot import Environment
 router = APIRouter(prefix="/environments", tags=["environments"])
 
 
-@router.put("/{name}")
+@router.put("/{name}", responses=error_responses(403, 404, 409))
 def put_environment(
     name: str, body: EnvironmentIn, store: StoreDep, who: PrincipalDep
 ) -> Environment:
@@ -35,12 +36,12 @@ def list_environments(store: StoreDep, _: PrincipalDep) -> list[Environment]:
     return [record.environment for record in store.list_environments()]
 
 
-@router.get("/{name}")
+@router.get("/{name}", responses=error_responses(404))
 def get_environment(name: str, store: StoreDep, _: PrincipalDep) -> Environment:
     return store.get_environment(name).environment
 
 
-@router.post("/{name}/stop")
+@router.post("/{name}/stop", responses=error_responses(403, 404, 409))
 def stop_environment(name: str, store: StoreDep, who: PrincipalDep) -> Environment:
     """The pool's containers shut down (an executor's report); its charges are freed."""
     who.require_executor("stop environments")

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.errors import error_responses
 from api.ticker import TickLoop
 from api.views import queue_view, queue_views
 from models.errors import ResourceExhausted, SluiceError
@@ -88,7 +89,7 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
     )
 
 
-@router.get("/queues/{name}", response_class=StreamingResponse)
+@router.get("/queues/{name}", response_class=StreamingResponse, responses=error_responses(404, 429))
 async def watch_queue(
     name: str,
     store: StoreDep,
@@ -109,7 +110,7 @@ async def watch_queue(
     return _stream(_events("queue", render, ticker, limit, watchers))
 
 
-@router.get("/queues", response_class=StreamingResponse)
+@router.get("/queues", response_class=StreamingResponse, responses=error_responses(429))
 async def watch_pools(
     store: StoreDep,
     ticker: TickerDep,
