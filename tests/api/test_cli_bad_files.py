@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ import pyarrow.ipc as ipc
 import pytest
 
 from fixtures import FIXTURES
+from models.arrow.tables import read_snapshot, write_snapshot_stream
 from tests.support.service import SLUICE
 
 REALISTIC = FIXTURES / "realistic-snapshot"
@@ -89,3 +91,38 @@ def test_solve_on_deep_or_overflowing_yaml_is_invalid_argument(tmp_path: Path) -
     assert "'99999999999d' is above the limit of 36500d" in result.stderr
     assert "actions.0.containers.0.gpu: " in result.stderr
     assert "accelerators is above the limit of 65,536" in result.stderr
+
+
+def test_a_corrupted_snapshot_stream_is_invalid_argument_naming_the_table(
+    tmp_path: Path,
+) -> None:
+    """Issue: "Validate fully after reading (`validate(full=True)`), and turn any reader error
+    into `INVALID_ARGUMENT` naming the file and table." Here for a file of back-to-back
+    streams (the `GET /snapshot` body), read in a subprocess so a crash fails the test."""
+    stream = tmp_path / "snapshot.arrows"
+    with stream.open("wb") as sink:
+        write_snapshot_stream(read_snapshot(REALISTIC), sink)
+    data = bytearray(stream.read_bytes())
+    whole = pa.py_buffer(bytes(data))
+    reader = pa.BufferReader(whole)
+    while True:  # find the containers table's stream and one offset inside its body
+        table = ipc.open_stream(reader).read_all()
+        if table.schema.metadata[b"sluice.table"] == b"containers":
+            break
+    offsets = table.column("resources").chunk(0).buffers()[1]
+    start = offsets.address - whole.address
+    data[start + (offsets.size // 8) * 4 + 3] ^= 0x7F
+    stream.write_bytes(bytes(data))
+    script = (
+        "from models.arrow.tables import read_snapshot\n"
+        "from models.errors import InvalidInput\n"
+        "try:\n"
+        f"    read_snapshot({str(stream)!r})\n"
+        "except InvalidInput as error:\n"
+        "    print(error.message)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    assert result.stdout.startswith(f"{stream}: table containers: not a valid Arrow IPC stream")
