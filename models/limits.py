@@ -11,7 +11,7 @@ The arithmetic the limits keep in int64 (2**63):
 - one pool's full-scale room is room per node × nodes: at most 2**50 × 100,000 < 2**67,
   so a cluster's room is bounded on its own (MAX_CLUSTER_ROOM = 2**58, summed over its
   pools at full scale); the solver's "no such resource" room (solver.placement.problem
-  UNBOUNDED, 2**61) stays above any cluster, and eight clusters at the limit still sum
+  UNBOUNDED, 2**61) stays above any cluster, and seven clusters at the limit still sum
   below it.
 - requests: 4096 replicas × 2**50 bytes = 2**62, so an environment at its limits sums
   within int64; caps are at most MAX_CAP = MAX_CLUSTER_ROOM, as a cap above the largest

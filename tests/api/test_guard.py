@@ -103,6 +103,8 @@ def test_a_body_within_the_limit_is_served(tmp_path: Path) -> None:
 
 
 def test_probes_and_docs_need_no_token(tmp_path: Path) -> None:
+    """README: "`/healthz` needs no token." The API's documentation is open too, so a client
+    can read it before it has a token."""
     with service(tmp_path) as svc:
         assert svc.http.get("/healthz").status_code == 200
     with TestClient(_app(tmp_path)) as http:
