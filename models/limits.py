@@ -17,6 +17,10 @@ The arithmetic the limits keep in int64 (2**63):
   within int64; caps are at most MAX_CAP = MAX_CLUSTER_ROOM, as a cap above the largest
   cluster caps nothing.
 - durations: submitted_at + 100 years stays far inside datetime's range (year 9999).
+
+What limits on single values cannot bound: the sum of the requests of many actions (8,192
+actions of 1Pi each reach 2**63). Code that sums requests must not assume int64 holds any
+sum; a tick that still cannot compile one action is the tick's problem, not the parser's.
 """
 
 from __future__ import annotations
