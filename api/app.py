@@ -12,7 +12,8 @@ from fastapi import FastAPI
 
 from api.auth import Authenticator
 from api.config import ServiceSettings
-from api.errors import install_error_handlers
+from api.errors import document_errors, install_error_handlers
+from api.guard import OPEN_PATHS, RequestGuard
 from api.routes import (
     actions,
     clusters,
@@ -86,8 +87,12 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
     )
-    app.state.auth = authenticator
+    app.state.watchers = watch.Watchers(settings.max_watchers, settings.watch_keepalive_s)
+    app.add_middleware(
+        RequestGuard, authenticator=authenticator, max_body_bytes=settings.max_body_bytes
+    )
     install_error_handlers(app)
+    document_errors(app, OPEN_PATHS)
     routers = (queues, actions, clusters, org_settings, environments, watch, ops, explanations)
     for module in routers:
         app.include_router(module.router)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 
 class ServiceSettings(BaseModel):
@@ -18,6 +18,19 @@ class ServiceSettings(BaseModel):
         " other half for reading the store, the per-action passes and writing back.",
     )
     auth_file: Path | None = None  # None: the server runs open (every caller is admin)
+    max_body_bytes: PositiveInt = Field(
+        default=16 * 2**20,
+        description="The largest request body accepted; a larger one is refused with 413"
+        " before it is read (a batch of 10,000 small actions is about 1.2 MiB).",
+    )
+    max_watchers: PositiveInt = Field(
+        default=64, description="Server-sent event streams open at once; one more is 429."
+    )
+    watch_keepalive_s: PositiveFloat = Field(
+        default=15.0,
+        description="Seconds between keep-alive comments on an idle stream, well under the"
+        " idle timeouts of common proxies (60 s for nginx and AWS load balancers).",
+    )
     demo: bool = False
     demo_seed: int = 7
 

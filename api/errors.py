@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.errors import HTTP_STATUS, ErrorCode, InvalidInput, SluiceError
@@ -33,6 +33,78 @@ _HTTP_CODES: dict[int, ErrorCode] = {
     429: ErrorCode.RESOURCE_EXHAUSTED,
     503: ErrorCode.UNAVAILABLE,
 }
+
+
+class ErrorBody(BaseModel):
+    """Every error response's body."""
+
+    code: ErrorCode
+    message: str
+    field: str | None = None
+
+
+_MEANING = {
+    400: "INVALID_ARGUMENT: a value out of range or malformed, naming the field",
+    401: "UNAUTHENTICATED: no token, or an unknown one",
+    403: "PERMISSION_DENIED: the token's role or queues do not allow this",
+    404: "NOT_FOUND: the resource, or one the body names, does not exist",
+    409: "ALREADY_EXISTS, FAILED_PRECONDITION, QUEUE_DRAINING or PREEMPTED",
+    413: "REQUEST_TOO_LARGE: the body is over the server's limit",
+    429: "RESOURCE_EXHAUSTED: a queue is full, or too many streams are open",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The `responses` of a route for the error statuses it returns beyond those every route
+    may (see document_errors)."""
+    return {status: {"model": ErrorBody, "description": _MEANING[status]} for status in statuses}
+
+
+def document_errors(app: FastAPI, open_paths: frozenset[str]) -> None:
+    """Make the OpenAPI document say what the server sends: one ErrorBody, and on every
+    operation 401 (unless open), 400 (with parameters or a body) and 413 (with a body); no
+    422, which FastAPI documents by default but this server never sends."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()  # cached by FastAPI; the changes below can be made again
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        error = {"$ref": "#/components/schemas/ErrorBody"}
+        for path, operations in schema["paths"].items():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                responses.pop("422", None)
+                statuses = []
+                if path not in open_paths:
+                    statuses.append(401)
+                if "requestBody" in operation or any(
+                    _may_be_invalid(parameter) for parameter in operation.get("parameters", [])
+                ):
+                    statuses.append(400)
+                if "requestBody" in operation:
+                    statuses.append(413)
+                for status in statuses:
+                    responses.setdefault(
+                        str(status),
+                        {
+                            "description": _MEANING[status],
+                            "content": {"application/json": {"schema": error}},
+                        },
+                    )
+        # ErrorBody itself is there: routes name it in their own error responses.
+        components.pop("HTTPValidationError", None)
+        components.pop("ValidationError", None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _may_be_invalid(parameter: dict[str, Any]) -> bool:
+    """Whether a value of this parameter can fail validation: any query parameter (a number
+    out of range, a name outside an enum); a path segment only when it is not plain text."""
+    if parameter.get("in") == "query":
+        return True
+    return parameter.get("schema", {}).get("type") != "string"
 
 
 def error_response(error: SluiceError) -> JSONResponse:
@@ -70,8 +142,14 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _request(_: Request, error: RequestValidationError) -> JSONResponse:
+        problems = error.errors()
+        malformed = next((p for p in problems if p["type"] == "json_invalid"), None)
+        if malformed is not None:
+            # Its location is a byte offset, which names no field: the body is at fault.
+            reason = (malformed.get("ctx") or {}).get("error", "malformed")
+            return error_response(InvalidInput(f"body: not valid JSON: {reason}", field="body"))
         # Locations start with where the value came from; "body" adds nothing for a caller.
-        return error_response(invalid_from_validation(error.errors(), skip=("body",)))
+        return error_response(invalid_from_validation(problems, skip=("body",)))
 
     @app.exception_handler(ValidationError)
     async def _model(_: Request, error: ValidationError) -> JSONResponse:
@@ -85,7 +163,10 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"no such endpoint: {request.method} {request.url.path} (see /docs)"
         elif error.status_code == 405:
             message = f"{request.method} is not allowed on {request.url.path} (see /docs)"
-        return JSONResponse({"code": code.value, "message": message}, status_code=error.status_code)
+        body = {"code": code.value, "message": message}
+        if error.status_code == 400:  # FastAPI's only one: a body it could not parse
+            body.update(message=f"body: {message}", field="body")
+        return JSONResponse(body, status_code=error.status_code)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from api.schemas.job_queues import JobQueuePublic
 from api.schemas.queues import QueuePublic
 from api.ticker import TickStats
+from models.limits import MAX_INT64
 from models.quantity import CPU, parse_quantity
 from models.resources import UNTYPED_GPU
 
@@ -17,7 +18,7 @@ def _label(value: str) -> str:
 
 def _in_base_units(resource: str, quantity: str) -> float:
     """Base units: cores for cpu, bytes for memory."""
-    amount = parse_quantity(resource, quantity, resource)
+    amount = parse_quantity(resource, quantity, resource, MAX_INT64)
     return amount / 1000 if resource == CPU else float(amount)
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from models.errors import InvalidInput
+from models.limits import MAX_ACCELERATORS, MAX_SPELLING
 
 NVIDIA_GPU = "nvidia_gpu"
 GOOGLE_TPU = "google_tpu"
@@ -46,6 +47,8 @@ _DEVICES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 _KINDS = (NVIDIA_GPU, GOOGLE_TPU, AMD_GPU)
 _PARTITION = re.compile(r"^[0-9a-z][0-9a-z.x-]*$")
+# A count spelled longer than any quantity is out of range anyway; int() need not read it.
+_COUNT = re.compile(rf"^[0-9]{{1,{MAX_SPELLING}}}$")
 
 
 def _key(name: str) -> str:
@@ -109,21 +112,29 @@ class AcceleratorRequest:
 
 
 def parse_accelerator_request(value: str | int, field: str) -> AcceleratorRequest | None:
-    """`2` or `"2"` is untyped; `"H100:4"`, `"T4"`, `"A100/1g.5gb:2"` are typed."""
-    if isinstance(value, bool):
+    """`2` or `"2"` is untyped; `"H100:4"`, `"T4"`, `"A100/1g.5gb:2"` are typed.
+
+    At most models.limits.MAX_ACCELERATORS devices."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
         raise InvalidInput(f"{field}: {value!r} is not an accelerator request")
     if isinstance(value, int):
         count, device = value, None
     else:
         text = value.strip()
-        if text.isdigit():
+        if _COUNT.match(text):
             count, device = int(text), None
         else:
             name, sep, number = text.rpartition(":")
-            if sep and number.strip().isdigit():
+            if sep and _COUNT.match(number.strip()):
                 count, device = int(number), parse_device(name, field)
             else:
                 count, device = 1, parse_device(text, field)
     if count < 0:
         raise InvalidInput(f"{field}: accelerator count {count} is negative")
+    if count > MAX_ACCELERATORS:
+        raise InvalidInput(
+            f"{field}: {count} accelerators is above the limit of {MAX_ACCELERATORS:,}"
+            " per container",
+            field=field,
+        )
     return AcceleratorRequest(count, device) if count else None

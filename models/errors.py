@@ -17,6 +17,7 @@ class ErrorCode(StrEnum):
     FAILED_PRECONDITION = "FAILED_PRECONDITION"
     QUEUE_DRAINING = "QUEUE_DRAINING"
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
     INFEASIBLE = "INFEASIBLE"
     MAX_QUEUED_TIME_EXCEEDED = "MAX_QUEUED_TIME_EXCEEDED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
@@ -34,6 +35,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.FAILED_PRECONDITION: 409,
     ErrorCode.QUEUE_DRAINING: 409,
     ErrorCode.RESOURCE_EXHAUSTED: 429,
+    ErrorCode.REQUEST_TOO_LARGE: 413,
     ErrorCode.INFEASIBLE: 422,
     ErrorCode.MAX_QUEUED_TIME_EXCEEDED: 408,
     ErrorCode.DEADLINE_EXCEEDED: 408,
@@ -92,6 +94,12 @@ class ResourceExhausted(SluiceError):
     code = ErrorCode.RESOURCE_EXHAUSTED
 
 
+class RequestTooLarge(SluiceError):
+    """A request body over the server's limit (api.config.ServiceSettings.max_body_bytes)."""
+
+    code = ErrorCode.REQUEST_TOO_LARGE
+
+
 class Infeasible(SluiceError):
     code = ErrorCode.INFEASIBLE
 
@@ -133,6 +141,7 @@ ERROR_CLASSES: dict[ErrorCode, type[SluiceError]] = {
         FailedPrecondition,
         QueueDraining,
         ResourceExhausted,
+        RequestTooLarge,
         Infeasible,
         MaxQueuedTimeExceededError,
         DeadlineExceeded,

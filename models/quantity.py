@@ -9,9 +9,10 @@ cap and the requests it limits are always compared exactly.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from models.errors import InvalidInput
+from models.limits import MAX_AMOUNT, MAX_CPU_MILLICORES, MAX_SPELLING
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -36,30 +37,43 @@ _QUANTITY = re.compile(
     r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?"
     r"\s*(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?\s*$"
 )
+# A spelling has at most MAX_SPELLING characters, so a larger exponent than this makes any
+# non-zero number out of range (or a fraction below one unit) before Decimal has to hold it.
+_LARGEST_EXPONENT = 2 * MAX_SPELLING
 _BINARY = [("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)]
 _DECIMAL = [("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3)]
 
 
-def parse_quantity(resource: str, value: str | int | float, field: str) -> int:
+def largest_amount(resource: str) -> int:
+    """The most one container may request, or one node offer, of `resource` (models.limits)."""
+    return MAX_CPU_MILLICORES if resource == CPU else MAX_AMOUNT
+
+
+def parse_quantity(
+    resource: str, value: str | int | float, field: str, most: int | None = None
+) -> int:
     """Parse `value` for `resource` into integer units (millicores for cpu).
 
-    `field` names where the value came from, for the error message.
+    `field` names where the value came from, for the error message; `most` is the
+    largest amount accepted, by default `largest_amount(resource)`.
     """
     if isinstance(value, bool):
         raise InvalidInput(f"{field}: {value!r} is not a quantity")
     text = str(value)
-    match = _QUANTITY.match(text)
+    match = _QUANTITY.match(text) if len(text) <= MAX_SPELLING else None
     if match is None:
+        shown = text if len(text) <= MAX_SPELLING else text[:MAX_SPELLING] + "..."
         raise InvalidInput(
-            f"{field}: {text!r} is not a Kubernetes quantity (examples: 500m, 2, 64Gi, 1G)"
+            f"{field}: {shown!r} is not a Kubernetes quantity (examples: 500m, 2, 64Gi, 1G)"
         )
     number, exponent, suffix = match.group(1), match.group(2), match.group(3) or ""
-    try:
-        amount = Decimal(number) * _SUFFIXES[suffix]
-        if exponent is not None:
-            amount *= Decimal(10) ** int(exponent)
-    except InvalidOperation as error:  # pragma: no cover - the regex admits only numbers
-        raise InvalidInput(f"{field}: {text!r} is not a number") from error
+    most = largest_amount(resource) if most is None else most
+    amount = Decimal(number) * _SUFFIXES[suffix]
+    if exponent is not None:
+        power = int(exponent)
+        if amount and power > _LARGEST_EXPONENT:
+            raise _above(field, text, resource, most)
+        amount *= Decimal(10) ** max(power, -_LARGEST_EXPONENT)
     if resource == CPU:
         amount *= 1000
     if amount != amount.to_integral_value():
@@ -67,7 +81,17 @@ def parse_quantity(resource: str, value: str | int | float, field: str) -> int:
         raise InvalidInput(f"{field}: {text!r} is not a whole number of {unit}s")
     if amount < 0:
         raise InvalidInput(f"{field}: {text!r} is negative")
+    if amount > most:
+        raise _above(field, text, resource, most)
     return int(amount)
+
+
+def _above(field: str, text: str, resource: str, most: int) -> InvalidInput:
+    unit = " cores" if resource == CPU else ""
+    return InvalidInput(
+        f"{field}: {text!r} is above the limit of {format_quantity(resource, most)}{unit}",
+        field=field,
+    )
 
 
 def format_quantity(resource: str, amount: int) -> str:

@@ -31,7 +31,8 @@ from pydantic import (
 )
 
 from models.errors import InvalidInput
-from models.fields import Timestamp
+from models.fields import Timestamp, parse_count
+from models.limits import MAX_BORROW_PERCENT, MAX_INSTANCES
 
 MAX_SHARES_PER_JOB_QUEUE = 20
 MIN_LIMITS_PER_SHARE = 1
@@ -164,13 +165,10 @@ def _parse_capacity_limits(value: Any, info: ValidationInfo) -> dict[str, int]:
     for name, count in value.items():
         where = f"{field}.{name}"
         instance_type = parse_instance_type(name, where)
-        if isinstance(count, bool) or not isinstance(count, int | str) or not str(count).isdigit():
-            raise InvalidInput(
-                f"{where}: {count!r} is not a whole number of instances", field=where
-            )
+        parsed = parse_count(count, where, MAX_INSTANCES, "instances")
         if instance_type in limits:
             raise InvalidInput(f"{where}: {instance_type} is limited twice", field=where)
-        limits[instance_type] = int(count)
+        limits[instance_type] = parsed
     return limits
 
 
@@ -217,7 +215,7 @@ class QuotaShare(_Strict):
     name: str = Field(min_length=1)
     capacity_limits: CapacityLimits
     strategy: ShareStrategy
-    borrow_limit: int | None = Field(default=None, ge=UNLIMITED_BORROW)
+    borrow_limit: int | None = Field(default=None, ge=UNLIMITED_BORROW, le=MAX_BORROW_PERCENT)
     in_share_preemption: bool = False
 
     @field_validator("capacity_limits")
@@ -289,7 +287,7 @@ class Job(_Strict):
     share: str = Field(min_length=1)
     priority: int = Field(default=0, ge=0, le=MAX_PRIORITY)  # higher runs first
     instance_type: InstanceType
-    count: int = Field(default=1, ge=1)
+    count: int = Field(default=1, ge=1, le=MAX_INSTANCES)
     state: JobState = JobState.QUEUED
     submitted_at: Timestamp  # with the position in the list, the job's place in its line
     started_at: Timestamp | None = None  # when it was given capacity (entered SCHEDULED)

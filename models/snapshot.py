@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
 
@@ -18,14 +18,25 @@ from models.errors import InvalidInput
 from models.fields import (
     AcceleratorCaps,
     CpuQuantity,
+    Deadline,
     DeviceName,
     Duration,
     GpuRequest,
     MemoryQuantity,
+    ResourceCaps,
     ResourceMap,
     Timestamp,
 )
-from models.quantity import CPU, MEMORY
+from models.limits import (
+    MAX_ACCELERATORS,
+    MAX_CAP,
+    MAX_CLUSTER_ROOM,
+    MAX_NODES,
+    MAX_QUEUE_COUNT,
+    MAX_QUEUE_PRIORITY,
+    MAX_REPLICAS,
+)
+from models.quantity import CPU, MEMORY, format_quantity
 from models.quota import (
     Job,
     JobQueue,
@@ -48,17 +59,20 @@ class Scheduling(StrEnum):
     GREEDY_CAPACITY = "greedy_capacity"
 
 
+QueueCount = Annotated[int, Field(ge=0, le=MAX_QUEUE_COUNT)]
+
+
 class Queue(Strict):
     """A team's lane: concurrency, depth, priority, caps and a scheduling policy."""
 
     name: str = Field(min_length=1)
     pool: str = DEFAULT_POOL
-    run_concurrency: NonNegativeInt | None = None
-    action_concurrency: NonNegativeInt | None = None
-    depth: NonNegativeInt | None = None
-    priority: int = 0
-    max_resources: ResourceMap = Field(default_factory=dict)
-    max_gpus: NonNegativeInt | None = None
+    run_concurrency: QueueCount | None = None
+    action_concurrency: QueueCount | None = None
+    depth: QueueCount | None = None
+    priority: int = Field(default=0, ge=-MAX_QUEUE_PRIORITY, le=MAX_QUEUE_PRIORITY)
+    max_resources: ResourceCaps = Field(default_factory=dict)
+    max_gpus: int | None = Field(default=None, ge=0, le=MAX_CAP)
     max_accelerators: AcceleratorCaps = Field(default_factory=dict)
     scheduling: Scheduling = Scheduling.GREEDY_CAPACITY
     clusters: list[str] | None = None
@@ -76,7 +90,7 @@ class NodeShape(Strict):
     cpu: CpuQuantity
     memory: MemoryQuantity
     accelerator: DeviceName = None
-    accelerators: NonNegativeInt = 0
+    accelerators: int = Field(default=0, ge=0, le=MAX_ACCELERATORS)
     resources: ResourceMap = Field(default_factory=dict)  # other named resources a node offers
 
     @model_validator(mode="after")
@@ -95,8 +109,8 @@ class NodePool(Strict):
     name: str = Field(min_length=1)
     node: NodeShape
     labels: dict[str, str] = Field(default_factory=dict)
-    nodes: NonNegativeInt = 0
-    max_nodes: NonNegativeInt | None = None  # full scale; defaults to `nodes`
+    nodes: int = Field(default=0, ge=0, le=MAX_NODES)
+    max_nodes: int | None = Field(default=None, ge=0, le=MAX_NODES)  # full scale; or `nodes`
 
     @model_validator(mode="after")
     def _scale(self) -> Self:
@@ -118,6 +132,17 @@ class Cluster(Strict):
     @model_validator(mode="after")
     def _unique_pools(self) -> Self:
         _require_unique([p.name for p in self.node_pools], f"cluster {self.name}: node pool")
+        return self
+
+    @model_validator(mode="after")
+    def _bounded_room(self) -> Self:
+        room: dict[str, int] = {}
+        for pool in self.node_pools:
+            for resource, amount in pool.node.room.items():
+                room[resource] = room.get(resource, 0) + amount * pool.full_scale
+        for resource, amount in room.items():
+            if amount > MAX_CLUSTER_ROOM:
+                raise InvalidInput(cluster_room_message(self.name, resource), field="node_pools")
         return self
 
 
@@ -163,7 +188,7 @@ class Action(Strict):
     containers: list[Container] = Field(default_factory=list)
     environment: str | None = None
     max_queued_time: Duration | None = None
-    deadline: Timestamp | Duration | None = None  # a time, or a duration from submission
+    deadline: Deadline | None = None  # a time, or a duration from submission
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -194,7 +219,7 @@ class Environment(Strict):
 
     name: str = Field(min_length=1)
     queue: str = DEFAULT_QUEUE
-    replicas: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     resources: ResourceMap = Field(default_factory=dict)
     gpu: GpuRequest = None
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -301,6 +326,15 @@ class Snapshot(Strict):
             if queue.name == name:
                 return queue
         raise InvalidInput(f"unknown queue {name!r}")
+
+
+def cluster_room_message(cluster: str, resource: str) -> str:
+    """Why a cluster is refused whose pools at full scale hold more `resource` than the limit."""
+    limit = format_quantity(resource, MAX_CLUSTER_ROOM)
+    return (
+        f"node_pools: cluster {cluster} holds more than {limit} of {resource} at full scale"
+        " (room per node times max_nodes, summed over its pools), the limit of one cluster"
+    )
 
 
 def _lift_gpu(data: Any) -> Any:

@@ -9,6 +9,7 @@ from pydantic_core import to_json
 
 from models.errors import InvalidInput
 from models.fields import format_duration
+from models.limits import MAX_INT64
 from models.quantity import format_quantity, parse_quantity
 from models.resources import UNTYPED_GPU
 from models.result import QueueMetrics, TickResult
@@ -18,7 +19,7 @@ BAR_WIDTH = 24
 
 def _amount_or_zero(resource: str, quantity: str | int) -> int:
     try:
-        return parse_quantity(resource, quantity, resource)
+        return parse_quantity(resource, quantity, resource, MAX_INT64)
     except InvalidInput:
         return 0
 

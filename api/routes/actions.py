@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.errors import error_responses
 from api.schemas.actions import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted
 from api.schemas.common import ExecutorReport
 from api.store.records import ActionRecord, Phase
@@ -16,7 +17,7 @@ from api.views import action_view
 router = APIRouter(prefix="/actions", tags=["actions"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409, 429))
 def submit_action(
     body: ActionSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> ActionPublic:
@@ -30,7 +31,10 @@ def submit_action(
     return action_view(ActionRecord.submitted(action), ticker)
 
 
-@router.post("/batch", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/batch", status_code=status.HTTP_201_CREATED,
+    responses=error_responses(403, 404, 409, 429),
+)
 def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> BatchAccepted:
     """Queue many actions, all or none, in arrival order."""
     for queue in sorted({submission.queue for submission in body.actions}):
@@ -59,12 +63,12 @@ def list_actions(
     return [action_view(record, ticker) for record in records]
 
 
-@router.get("/{action_id}")
+@router.get("/{action_id}", responses=error_responses(404))
 def get_action(action_id: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> ActionPublic:
     return action_view(store.get_action(action_id), ticker)
 
 
-@router.post("/{action_id}/cancel")
+@router.post("/{action_id}/cancel", responses=error_responses(403, 404, 409))
 def cancel_action(
     action_id: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> ActionPublic:
@@ -73,7 +77,7 @@ def cancel_action(
     return action_view(store.cancel_action(action_id, datetime.now(UTC)), ticker)
 
 
-@router.post("/{action_id}/report")
+@router.post("/{action_id}/report", responses=error_responses(403, 404, 409))
 def report_action(
     action_id: str, body: ExecutorReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> ActionPublic:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from api.deps import PrincipalDep, StoreDep
+from api.errors import error_responses
 from models.errors import InvalidInput
 from models.snapshot import Cluster
 
 router = APIRouter(prefix="/clusters", tags=["clusters"])
 
 
-@router.put("/{name}")
+@router.put("/{name}", responses=error_responses(403, 409))
 def put_cluster(name: str, body: Cluster, store: StoreDep, who: PrincipalDep) -> Cluster:
     """Create or replace a cluster's node pools; the next tick plans against them."""
     who.require_admin("change clusters")
@@ -26,12 +27,15 @@ def list_clusters(store: StoreDep, _: PrincipalDep) -> list[Cluster]:
     return store.list_clusters()
 
 
-@router.get("/{name}")
+@router.get("/{name}", responses=error_responses(404))
 def get_cluster(name: str, store: StoreDep, _: PrincipalDep) -> Cluster:
     return store.get_cluster(name)
 
 
-@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{name}", status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(403, 404, 409),
+)
 def delete_cluster(name: str, store: StoreDep, who: PrincipalDep) -> None:
     """Refused while a queue routes to it or work is placed on it."""
     who.require_admin("delete clusters")

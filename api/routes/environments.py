@@ -5,17 +5,28 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import PrincipalDep, StoreDep
+from api.errors import error_responses
 from api.schemas.environments import EnvironmentIn
+from models.errors import NotFound
 from models.snapshot import Environment
 
 router = APIRouter(prefix="/environments", tags=["environments"])
 
 
-@router.put("/{name}")
+@router.put("/{name}", responses=error_responses(403, 404, 409))
 def put_environment(
     name: str, body: EnvironmentIn, store: StoreDep, who: PrincipalDep
 ) -> Environment:
-    """Define a reusable pool; its first action starts it, charged once at this size."""
+    """Define a reusable pool; its first action starts it, charged once at this size.
+
+    Changing one needs rights on the queue it belongs to now as well as on the one the body
+    names: a team may not take over, move or resize another team's pool."""
+    try:
+        current: str | None = store.get_environment(name).environment.queue
+    except NotFound:
+        current = None
+    if current is not None:
+        who.require_queue(current, f"change environment {name}, which is")
     who.require_queue(body.queue, "define environments")
     return store.put_environment(body.to_environment(name)).environment
 
@@ -25,12 +36,12 @@ def list_environments(store: StoreDep, _: PrincipalDep) -> list[Environment]:
     return [record.environment for record in store.list_environments()]
 
 
-@router.get("/{name}")
+@router.get("/{name}", responses=error_responses(404))
 def get_environment(name: str, store: StoreDep, _: PrincipalDep) -> Environment:
     return store.get_environment(name).environment
 
 
-@router.post("/{name}/stop")
+@router.post("/{name}/stop", responses=error_responses(403, 404, 409))
 def stop_environment(name: str, store: StoreDep, who: PrincipalDep) -> Environment:
     """The pool's containers shut down (an executor's report); its charges are freed."""
     who.require_executor("stop environments")

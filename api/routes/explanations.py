@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.errors import error_responses
 from api.schemas.queues import QueuePublic
 from api.store.records import Phase, Store
 from api.ticker import TickLoop
@@ -30,7 +31,11 @@ SCHEDULING_FAILURES = (
 )
 
 
-@router.get("/actions/{action_id}/explanation", response_model_exclude_none=True)
+@router.get(
+    "/actions/{action_id}/explanation",
+    response_model_exclude_none=True,
+    responses=error_responses(404, 409),
+)
 def get_explanation(
     action_id: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep
 ) -> Explanation:

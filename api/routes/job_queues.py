@@ -12,6 +12,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.errors import error_responses
 from api.schemas.job_queues import (
     JobQueueCreate,
     JobQueuePublic,
@@ -32,7 +33,7 @@ router = APIRouter(prefix="/job-queues", tags=["job queues"])
 routers = (policies, environments, router)
 
 
-@policies.put("/{name}")
+@policies.put("/{name}", responses=error_responses(403))
 def put_scheduling_policy(
     name: str, body: SchedulingPolicyIn, store: StoreDep, who: PrincipalDep
 ) -> SchedulingPolicy:
@@ -46,12 +47,12 @@ def list_scheduling_policies(store: StoreDep, _: PrincipalDep) -> list[Schedulin
     return store.list_scheduling_policies()
 
 
-@policies.get("/{name}")
+@policies.get("/{name}", responses=error_responses(404))
 def get_scheduling_policy(name: str, store: StoreDep, _: PrincipalDep) -> SchedulingPolicy:
     return store.get_scheduling_policy(name)
 
 
-@environments.put("/{name}")
+@environments.put("/{name}", responses=error_responses(403))
 def put_service_environment(
     name: str, body: ServiceEnvironmentIn, store: StoreDep, who: PrincipalDep
 ) -> ServiceEnvironment:
@@ -67,12 +68,12 @@ def list_service_environments(store: StoreDep, _: PrincipalDep) -> list[ServiceE
     return store.list_service_environments()
 
 
-@environments.get("/{name}")
+@environments.get("/{name}", responses=error_responses(404))
 def get_service_environment(name: str, store: StoreDep, _: PrincipalDep) -> ServiceEnvironment:
     return store.get_service_environment(name)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409))
 def create_job_queue(
     body: JobQueueCreate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> JobQueuePublic:
@@ -87,13 +88,13 @@ def list_job_queues(store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> list
     return job_queue_views(store, ticker)
 
 
-@router.get("/{name}")
+@router.get("/{name}", responses=error_responses(404))
 def get_job_queue(name: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> JobQueuePublic:
     """State, status and reason; per share its limits, usage, borrowed, lent and line."""
     return job_queue_view(store, ticker, name)
 
 
-@router.patch("/{name}")
+@router.patch("/{name}", responses=error_responses(403, 404, 409))
 def update_job_queue(
     name: str, body: JobQueueUpdate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> JobQueuePublic:
@@ -103,7 +104,7 @@ def update_job_queue(
     return job_queue_view(store, ticker, name)
 
 
-@router.put("/{name}/shares/{share}")
+@router.put("/{name}/shares/{share}", responses=error_responses(403, 404, 409))
 def put_quota_share(
     name: str,
     share: str,
@@ -119,7 +120,7 @@ def put_quota_share(
     return job_queue_view(store, ticker, name)
 
 
-@router.patch("/{name}/shares/{share}")
+@router.patch("/{name}/shares/{share}", responses=error_responses(403, 404, 409))
 def update_quota_share(
     name: str,
     share: str,
@@ -142,7 +143,7 @@ def update_quota_share(
     return job_queue_view(store, ticker, name)
 
 
-@router.delete("/{name}/shares/{share}")
+@router.delete("/{name}/shares/{share}", responses=error_responses(403, 404, 409))
 def delete_quota_share(
     name: str, share: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> JobQueuePublic:

@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.errors import error_responses
 from api.schemas.common import ExecutorReport
 from api.schemas.jobs import JobPublic, JobSubmit, LastTick
 from api.store.records import JobPhase
@@ -26,7 +27,7 @@ def _last_tick(ticker: TickLoop) -> LastTick:
     return LastTick.of(result.quota if result else None)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409))
 def submit_job(body: JobSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> JobPublic:
     """Queue one job in its share's line; the reply comes once it is on disk.
 
@@ -54,19 +55,19 @@ def list_jobs(
     return [JobPublic.of(record, last_tick) for record in records]
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id}", responses=error_responses(404))
 def get_job(job_id: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> JobPublic:
     return JobPublic.of(store.get_job(job_id), _last_tick(ticker))
 
 
-@router.post("/{job_id}/cancel")
+@router.post("/{job_id}/cancel", responses=error_responses(403, 404, 409))
 def cancel_job(job_id: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> JobPublic:
     """A queued job leaves its line; a scheduled or running one frees its instances."""
     who.require_queue(store.get_job(job_id).job.job_queue, "cancel")
     return JobPublic.of(store.cancel_job(job_id, datetime.now(UTC)), _last_tick(ticker))
 
 
-@router.post("/{job_id}/report")
+@router.post("/{job_id}/report", responses=error_responses(403, 404, 409))
 def report_job(
     job_id: str, body: ExecutorReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> JobPublic:

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.errors import error_responses
 from api.routes.explanations import with_head_explanation
 from api.schemas.queues import QueueCreate, QueuePublic, QueueUpdate
 from api.views import queue_view, queue_views
@@ -14,7 +15,7 @@ from api.views import queue_view, queue_views
 router = APIRouter(prefix="/queues", tags=["queues"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 409))
 def create_queue(
     body: QueueCreate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> QueuePublic:
@@ -33,12 +34,12 @@ def list_queues(
     return queue_views(store, ticker, pool)
 
 
-@router.get("/{name}")
+@router.get("/{name}", responses=error_responses(404))
 def get_queue(name: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> QueuePublic:
     return with_head_explanation(queue_view(store, ticker, name), store, ticker)
 
 
-@router.patch("/{name}")
+@router.patch("/{name}", responses=error_responses(403, 404))
 def update_queue(
     name: str, body: QueueUpdate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> QueuePublic:
@@ -48,7 +49,7 @@ def update_queue(
     return queue_view(store, ticker, name)
 
 
-@router.post("/{name}/drain")
+@router.post("/{name}/drain", responses=error_responses(403, 404))
 def drain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> QueuePublic:
     """Accept nothing new; what the queue holds still runs."""
     who.require_admin("drain queues")
@@ -56,7 +57,7 @@ def drain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep
     return queue_view(store, ticker, name)
 
 
-@router.post("/{name}/undrain")
+@router.post("/{name}/undrain", responses=error_responses(403, 404))
 def undrain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> QueuePublic:
     """Accept submissions again."""
     who.require_admin("undrain queues")
@@ -64,7 +65,10 @@ def undrain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalD
     return queue_view(store, ticker, name)
 
 
-@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{name}", status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(403, 404, 409),
+)
 def delete_queue(name: str, store: StoreDep, who: PrincipalDep) -> None:
     """Only an empty queue can go; the default queue always stays."""
     who.require_admin("delete queues")

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ValidationError
 
 from models.arrow.schema import (
+    CAP_COLUMNS,
     DEVICE_COLUMNS,
     QUANTITY_COLUMNS,
     SNAPSHOT_TABLES,
@@ -35,7 +36,22 @@ from models.arrow.schema import (
 )
 from models.devices import AcceleratorRequest, parse_device
 from models.errors import InternalError, InvalidInput
-from models.quantity import parse_quantity
+from models.limits import (
+    EARLIEST,
+    LATEST,
+    MAX_ACCELERATORS,
+    MAX_AMOUNT,
+    MAX_CAP,
+    MAX_CLUSTER_ROOM,
+    MAX_CPU_MILLICORES,
+    MAX_DURATION,
+    MAX_INSTANCES,
+    MAX_NODES,
+    MAX_QUEUE_COUNT,
+    MAX_QUEUE_PRIORITY,
+    MAX_REPLICAS,
+)
+from models.quantity import CPU, MEMORY, largest_amount, parse_quantity
 from models.quota import (
     MAX_PRIORITY,
     MAX_SHARES_PER_JOB_QUEUE,
@@ -62,6 +78,7 @@ from models.snapshot import (
     Scheduling,
     Settings,
     Snapshot,
+    cluster_room_message,
 )
 
 # Separators of composite keys; control characters are never part of a Kubernetes name,
@@ -69,6 +86,7 @@ from models.snapshot import (
 _SEP = "\x1f"
 _ROW_SEP = "\x1e"
 _INT64 = pa.int64()
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
@@ -221,6 +239,12 @@ def _quantities(table: _Table, column: str, array: pa.Array, resource: str) -> p
         return _parsed(table, column, array, lambda text: parse_quantity(resource, text, column))
     array = array.cast(pa.int64())
     table.check(pc.less(array, 0), column, lambda row: f"{table.value(column, row)} is negative")
+    most = largest_amount(resource)
+    table.check(
+        pc.greater(array, most),
+        column,
+        lambda row: f"{table.value(column, row)} is above the limit of {most:,}",
+    )
     return array
 
 
@@ -287,24 +311,41 @@ def _cast_map(table: _Table, field: pa.Field, array: pa.Array, amounts: bool) ->
         keys = _devices(table, column, keys, rows)
     elif amounts:  # resource names as the models spell them
         keys = pc.utf8_lower(keys)
+    caps = (table.name, column) in CAP_COLUMNS
     if amounts and _is_text(items.type):
         pairs = pc.binary_join_element_wise(keys, items.cast(pa.string()), _SEP)
-        items = _parsed(table, column, pairs, _parse_pair, rows=rows)
+        parse = _parse_cap if caps else _parse_pair
+        items = _parsed(table, column, pairs, parse, rows=rows)
     else:
         items = items.cast(field.type.item_type)
     if pa.types.is_int64(items.type):
         entry_check(
             pc.less(items, 0), lambda i: f"{keys[i].as_py()}={items[i].as_py()} is negative"
         )
+        if caps:
+            most = pa.scalar(MAX_CAP)
+        else:
+            most = pc.if_else(pc.equal(keys, CPU), MAX_CPU_MILLICORES, MAX_AMOUNT)
+        entry_check(
+            pc.greater(items, most),
+            lambda i: (
+                f"{keys[i].as_py()}={items[i].as_py()} is above the limit of"
+                f" {(most if caps else most[i]).as_py():,}"
+            ),
+        )
     return pa.MapArray.from_arrays(
         pa.array(offsets, pa.int32()), keys, items, mask=array.is_null()
     ).cast(field.type)
 
 
-def _parse_pair(pair: str) -> int:
+def _parse_pair(pair: str, most: int | None = None) -> int:
     """`resource<SEP>spelling` -> units; the error names the resource (`cpu: 'x' is not ...`)."""
     resource, _, text = pair.partition(_SEP)
-    return parse_quantity(resource, text, resource)
+    return parse_quantity(resource, text, resource, most)
+
+
+def _parse_cap(pair: str) -> int:
+    return _parse_pair(pair, MAX_CAP)
 
 
 # --- rules across rows and tables ---------------------------------------------------------------
@@ -333,13 +374,46 @@ def _check_names(table: _Table, column: str) -> None:
     table.check(pc.equal(pc.utf8_length(table[column]), 0), column, lambda _: "is empty")
 
 
-def _check_non_negative(table: _Table, *columns: str) -> None:
+def _check_range(table: _Table, most: int | None, *columns: str, least: int = 0) -> None:
+    """Every value of the integer columns in least..most (None: no upper limit)."""
     for column in columns:
 
-        def negative(row: int, column: str = column) -> str:
-            return f"{table.value(column, row)} is negative"
+        def below(row: int, column: str = column) -> str:
+            value = table.value(column, row)
+            return f"{value} is negative" if least == 0 else f"{value} is below {least:,}"
 
-        table.check(pc.less(table[column], 0), column, negative)
+        def above(row: int, column: str = column) -> str:
+            return f"{table.value(column, row)} is above the limit of {most:,}"
+
+        table.check(pc.less(table[column], least), column, below)
+        if most is not None:
+            table.check(pc.greater(table[column], most), column, above)
+
+
+def _check_durations(table: _Table, *columns: str) -> None:
+    """Durations from 0 to models.limits.MAX_DURATION."""
+    most = MAX_DURATION // timedelta(microseconds=1)
+    for column in columns:
+        micros = table[column].cast(_INT64)
+        table.check(pc.less(micros, 0), column, lambda _: "is negative")
+        table.check(
+            pc.greater(micros, most),
+            column,
+            lambda _: f"is above the limit of {MAX_DURATION.days:,} days",
+        )
+
+
+def _check_times(table: _Table, *columns: str) -> None:
+    """Times within models.limits.EARLIEST..LATEST."""
+    first, last = (int((t - _EPOCH) // timedelta(microseconds=1)) for t in (EARLIEST, LATEST))
+    for column in columns:
+        micros = table[column].cast(_INT64)
+        outside = pc.or_(pc.less(micros, first), pc.greater(micros, last))
+        table.check(
+            outside,
+            column,
+            lambda _: f"is outside {EARLIEST.isoformat()} .. {LATEST.isoformat()}",
+        )
 
 
 def _check_reference(table: _Table, column: str, index: np.ndarray, what: str) -> None:
@@ -390,6 +464,7 @@ class _Checked:
         settings = self.settings
         if settings.rows != 1:
             _table_error(settings.source, "settings", f"has {settings.rows} rows, expected one")
+        _check_times(settings, "now")
 
     def _clusters(self) -> None:
         c = self.clusters
@@ -405,7 +480,8 @@ class _Checked:
                 column,
                 lambda _: "is set on a row without node_pool (a cluster with no node pools)",
             )
-        _check_non_negative(c, "node_accelerators", "nodes")
+        _check_range(c, MAX_ACCELERATORS, "node_accelerators")
+        _check_range(c, MAX_NODES, "nodes", "max_nodes")
         c.check(
             pc.less(c["max_nodes"], c["nodes"]),
             "max_nodes",
@@ -424,12 +500,37 @@ class _Checked:
         c.check(alone, "cluster", lambda row: "has node pools and a row without node_pool")
         self.cluster_names = pc.unique(c["cluster"])
         self.full_scale = pc.max_element_wise(c["nodes"], c["max_nodes"])
+        self._cluster_room()
+
+    def _cluster_room(self) -> None:
+        """Each cluster's room at full scale within MAX_CLUSTER_ROOM, as Cluster checks it.
+
+        Summed in Python integers, which cannot overflow; a snapshot has few node pools."""
+        c = self.clusters
+        room: dict[tuple[str, str], int] = {}
+        columns = zip(
+            c["cluster"].to_pylist(),
+            c["node_cpu"].to_pylist(),
+            c["node_memory"].to_pylist(),
+            c["node_resources"].to_pylist(),
+            pc.fill_null(self.full_scale, 0).to_pylist(),
+            strict=True,
+        )
+        for row, (cluster, cpu, memory, resources, nodes) in enumerate(columns):
+            for resource, amount in [(CPU, cpu), (MEMORY, memory), *(resources or [])]:
+                key = (cluster, resource)
+                room[key] = room.get(key, 0) + (amount or 0) * nodes
+                if room[key] > MAX_CLUSTER_ROOM:
+                    c.fail(row, "cluster", cluster_room_message(cluster, resource))
 
     def _queues(self) -> None:
         q = self.queues
         _check_names(q, "name")
         _check_unique(q, "name", q["name"], "queue")
-        _check_non_negative(q, "run_concurrency", "action_concurrency", "depth", "max_gpus")
+        _check_range(q, MAX_QUEUE_COUNT, "run_concurrency", "action_concurrency", "depth")
+        _check_range(q, MAX_CAP, "max_gpus")
+        _check_range(q, MAX_QUEUE_PRIORITY, "priority", least=-MAX_QUEUE_PRIORITY)
+        _check_times(q, "head_blocked_since")
         _check_enum(q, "scheduling", [s.value for s in Scheduling])
         routes = q["clusters"]
         targets = pc.list_flatten(routes)
@@ -445,6 +546,7 @@ class _Checked:
         _check_unique(e, "name", e["name"], "environment")
         _check_reference(e, "queue", _lookup(e["queue"], self.queues["name"]), "queue")
         e.check(pc.less(e["replicas"], 1), "replicas", lambda row: "must be at least 1")
+        _check_range(e, MAX_REPLICAS, "replicas")
         e.check(
             pc.and_(e["running"], e["placement_cluster"].is_null()),
             "placement_cluster",
@@ -460,6 +562,8 @@ class _Checked:
         _check_unique(a, "id", a["id"], "action")
         _check_reference(a, "queue", _lookup(a["queue"], self.queues["name"]), "queue")
         _check_enum(a, "state", [s.value for s in ActionState])
+        _check_times(a, "submitted_at", "deadline")
+        _check_durations(a, "max_queued_time", "deadline_after")
         running = pc.equal(a["state"], ActionState.RUNNING.value)
         a.check(
             pc.and_(running, pc.and_(a["environment"].is_null(), a["placement_cluster"].is_null())),
@@ -515,7 +619,7 @@ class _Checked:
         )
         _check_unique(c, "name", _key(c["action"], c["name"]), "container")
         _check_unique(c, "environment", c["environment"], "environment")
-        _check_non_negative(c, "gpu_count")
+        _check_range(c, MAX_ACCELERATORS, "gpu_count")
         c.check(
             pc.and_(c["gpu_device"].is_valid(), c["gpu_count"].is_null()),
             "gpu_count",
@@ -568,7 +672,7 @@ class _Checked:
                 f"unknown node pool {p.value('node_pool', row)!r} of cluster {cluster[row].as_py()}"
             ),
         )
-        _check_non_negative(p, "node")
+        _check_range(p, None, "node")
         limit = _take(self.full_scale, pool)
         p.check(
             pc.greater_equal(p["node"], limit),
@@ -1121,6 +1225,8 @@ def _jobs(tables: dict[str, _Table]) -> list[Job]:
         lambda row: f"{j.value('priority', row)} is outside 0..{MAX_PRIORITY}",
     )
     j.check(pc.less(j["count"], 1), "count", lambda _: "must be at least 1 instance")
+    _check_range(j, MAX_INSTANCES, "count")
+    _check_times(j, "submitted_at", "started_at")
     _check_enum(j, "state", [state.value for state in JobState])
     queued = pc.equal(j["state"], JobState.QUEUED.value)
     j.check(

@@ -236,6 +236,11 @@ QUANTITY_COLUMNS: dict[tuple[str, str], str | None] = {
     ("containers", "resources"): None,
 }
 
+# Map columns of caps: their amounts may exceed what one container or node has.
+CAP_COLUMNS: frozenset[tuple[str, str]] = frozenset(
+    {("queues", "max_resources"), ("queues", "max_accelerators")}
+)
+
 # Columns (or map columns' keys) holding device names.
 DEVICE_COLUMNS: frozenset[tuple[str, str]] = frozenset(
     {

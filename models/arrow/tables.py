@@ -432,11 +432,20 @@ _KIND = {".arrow": "Arrow IPC", ".parquet": "Parquet"}
 def _read_file(file: Path) -> pa.Table:
     try:
         if file.suffix == ".parquet":
-            return pq.read_table(file)
-        with pa.memory_map(str(file)) as source:
-            return ipc.open_file(source).read_all()
-    except (pa.ArrowInvalid, OSError) as error:
-        raise InvalidInput(f"{file}: not a readable {_KIND[file.suffix]} file: {error}") from None
+            table = pq.read_table(file)
+        else:
+            with pa.memory_map(str(file)) as source:
+                table = ipc.open_file(source).read_all()
+        # A file whose header and footer are intact can still hold offsets or lengths that
+        # point outside its buffers; reading such a column crashes the process, so every
+        # buffer is checked before a column is read.
+        table.validate(full=True)
+    except (pa.ArrowException, OSError) as error:
+        raise InvalidInput(
+            f"{file}: not a readable {_KIND[file.suffix]} file: {error} (table {file.stem})",
+            field=file.stem,
+        ) from None
+    return table
 
 
 def _read_streams(source: pa.NativeFile, where: str) -> dict[str, pa.Table]:
@@ -445,11 +454,19 @@ def _read_streams(source: pa.NativeFile, where: str) -> dict[str, pa.Table]:
     while source.tell() < source.size():
         try:
             table = ipc.open_stream(source).read_all()
-        except pa.ArrowInvalid as error:
-            raise InvalidInput(f"{where}: not an Arrow IPC stream: {error}") from None
+        except (pa.ArrowException, OSError) as error:
+            raise InvalidInput(
+                f"{where}: not an Arrow IPC stream: {error} (stream {len(tables)})"
+            ) from None
         name = (table.schema.metadata or {}).get(TABLE_KEY, b"").decode(errors="replace")
         if not name:
             raise InvalidInput(f"{where}: stream {len(tables)} does not name its table")
+        try:
+            table.validate(full=True)  # as in _read_file: a bad offset would crash the reader
+        except pa.ArrowException as error:
+            raise InvalidInput(
+                f"{where}: table {name}: not a valid Arrow IPC stream: {error}", field=name
+            ) from None
         tables[name] = table
     return tables
 

@@ -1,0 +1,65 @@
+"""The OpenAPI document tells the truth about errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from api.guard import OPEN_PATHS
+from tests.support.service import service
+
+ERROR = {"$ref": "#/components/schemas/ErrorBody"}
+
+
+def _document(tmp_path: Path) -> dict[str, Any]:
+    with service(tmp_path) as svc:
+        return svc.ok("GET", "/openapi.json")
+
+
+def test_one_error_body_and_the_statuses_each_operation_returns(tmp_path: Path) -> None:
+    """Issue: "For that the OpenAPI document must tell the truth: one `ErrorBody {code,
+    message, field}` schema; the real statuses (400, 401, 403, 404, 409, 413, 429) documented
+    per operation; no 422 that the server never sends" """
+    document = _document(tmp_path)
+    schemas = document["components"]["schemas"]
+    assert set(schemas["ErrorBody"]["properties"]) == {"code", "message", "field"}
+    assert schemas["ErrorBody"]["required"] == ["code", "message"]
+    assert not {"HTTPValidationError", "ValidationError"} & set(schemas)
+    assert '"422"' not in str(document).replace("'", '"')
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            where = f"{method.upper()} {path}"
+            errors = {int(status) for status in responses if int(status) >= 400}
+            assert errors <= {400, 401, 403, 404, 409, 413, 429, 503}, where
+            for status in errors - {503}:  # /healthz's 503 carries its Health body
+                content = responses[str(status)]["content"]["application/json"]
+                assert content["schema"] == ERROR, (where, status)
+            assert (401 in errors) == (path not in OPEN_PATHS), where
+            if "requestBody" in operation:
+                assert {400, 413} <= errors, where
+    paths = document["paths"]
+    assert {"403", "404", "409", "429"} <= set(paths["/actions"]["post"]["responses"])
+    assert "403" in paths["/environments/{name}"]["put"]["responses"]
+    assert "429" in paths["/watch/queues"]["get"]["responses"]
+    assert "400" not in paths["/queues/{name}"]["get"]["responses"]  # a name is any text
+
+
+def test_a_body_that_is_not_json_names_body(tmp_path: Path) -> None:
+    """Issue: "JSON decode errors name `body`, not a byte offset." """
+    with service(tmp_path) as svc:
+        response = svc.http.post(
+            "/actions", content=b'{"containers": [', headers={"content-type": "application/json"}
+        )
+        body = response.json()
+        assert (response.status_code, body["code"], body["field"]) == (
+            400,
+            "INVALID_ARGUMENT",
+            "body",
+        )
+        assert body["message"].startswith("body: not valid JSON")
+        deep = b'{"containers": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        response = svc.http.post(
+            "/actions", content=deep, headers={"content-type": "application/json"}
+        )
+        assert (response.status_code, response.json()["field"]) == (400, "body")
