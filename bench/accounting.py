@@ -58,7 +58,7 @@ def assess(
                 default_type,
                 None,
             )
-    before = {name: _held(ledger) for name, ledger in ledgers.items()}
+    before = {name: ledger.held for name, ledger in ledgers.items()}
 
     problems: list[str] = []
     gpus = 0
@@ -150,14 +150,9 @@ def _placement_problems(
     return problems
 
 
-def _held(ledger: QueueLedger) -> ResourceVector:
-    """What the queue holds, by the canonical names of its caps (models.resources)."""
-    return ResourceVector({**ledger.used, **ledger.device_used, UNTYPED_GPU: ledger.untyped_used})
-
-
 def _cap_problems(ledger: QueueLedger, before: ResourceVector) -> list[str]:
     """A cap the plan pushed usage past (usage already over a lowered cap may stay there)."""
-    queue, after = ledger.queue, _held(ledger)
+    queue, after = ledger.queue, ledger.held
     problems = []
     for name, cap in queue.caps.items():
         was, now = before.amount(name), after.amount(name)

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from fixtures.fleets import Demand, Fleet, Need, PoolRoom, QueueLedger, Spot, demand_of, need_of
+from fixtures.fleets import Fleet, Need, PoolRoom, QueueLedger, Spot, demand_of, need_of
+from models.resources import EMPTY
 from models.result import EnvironmentStart, PlacedContainer, ScheduledAction
 from models.snapshot import Action, ActionState, Scheduling, Snapshot
 
@@ -94,7 +95,7 @@ def first_fit(snapshot: Snapshot) -> BaselinePlan:
             needs = [need_of(c, default_type) for c in action.containers]
             demand = demand_of(action.containers, needs)
         elif action.environment in env_up:
-            needs, demand = [], Demand()
+            needs, demand = [], EMPTY
         else:
             starts = action.environment
             needs, demand = env_needs[starts], env_demand[starts]

@@ -58,11 +58,8 @@ def _assert_running_is_valid(snapshot: Snapshot) -> None:
     assert overfull == []
     for ledger in ledgers.values():
         queue = ledger.queue
-        for name, cap in queue.max_resources.items():
-            assert ledger.used.get(name, 0) <= cap, (queue.name, name)
-        for device, cap in queue.max_accelerators.items():
-            assert ledger.device_used.get(device, 0) <= cap, (queue.name, device)
-        assert queue.max_gpus is None or ledger.untyped_used <= queue.max_gpus
+        for name, cap in queue.caps.items():
+            assert ledger.held.amount(name) <= cap, (queue.name, name)
 
 
 def test_synthetic_running_work_fits_its_nodes_and_caps() -> None:
