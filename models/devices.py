@@ -35,7 +35,8 @@ _DEVICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "nvidia-tesla-v100": (NVIDIA_GPU, ("V100",)),
     "nvidia-tesla-v100-16gb": (NVIDIA_GPU, ("V100M16", "V100 16G")),
     "nvidia-tesla-v100-32gb": (NVIDIA_GPU, ("V100M32", "V100 32G")),
-    # The Alibaba GPU trace (shared/data) hides three models behind these codes.
+    # The Alibaba GPU trace (the benchmark's alibaba scenarios, docs/benchmarks.md) hides three
+    # models behind these codes.
     "alibaba-g1": (NVIDIA_GPU, ("G1",)),
     "alibaba-g2": (NVIDIA_GPU, ("G2",)),
     "alibaba-g3": (NVIDIA_GPU, ("G3",)),
