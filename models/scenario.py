@@ -1,7 +1,9 @@
-"""Scenario files: one YAML document holding a whole snapshot (see docs/scenario-files.md)."""
+"""Scenario files: one YAML (or JSON) document holding a whole snapshot (see
+docs/scenario-files.md)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +35,28 @@ def snapshot_from_dict(data: Any, source: str = "snapshot") -> Snapshot:
 
 def read_yaml(path: Path) -> Any:
     """A YAML (or JSON) file's data; an unreadable or malformed file is an error naming it."""
+    if path.suffix.lower() == ".json":
+        return read_json(path)
     try:
         return yaml.safe_load(path.read_text())
     except OSError as error:
         raise InvalidInput(f"{path}: cannot read: {error.strerror}") from None
     except yaml.YAMLError as error:
         raise InvalidInput(f"{path}: not valid YAML: {error}") from None
+
+
+SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")
+"""The suffixes of a scenario file; anything else where a snapshot is read is Arrow."""
+
+
+def read_json(path: Path) -> Any:
+    """A `.json` file's data: the JSON parser, many times faster than YAML's on large files."""
+    try:
+        return json.loads(path.read_bytes())
+    except OSError as error:
+        raise InvalidInput(f"{path}: cannot read: {error.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InvalidInput(f"{path}: not valid JSON: {error}") from None
 
 
 def load_scenario(path: str | Path) -> Snapshot:
