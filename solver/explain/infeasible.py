@@ -90,6 +90,17 @@ def explain_failed(snapshot: Snapshot, action: Action, failure: Failure) -> Expl
         )
     solo = alone(snapshot, action)
     problem = compile_snapshot(solo)
+    if problem.unrepresentable(problem.actions[0]) is not None:
+        # A value beyond the engine's range: the message names it, and no change to the
+        # fleet or the queue would make room for it.
+        return Explanation(
+            action=action.id,
+            queue=action.queue,
+            state=ExplanationState.FAILED,
+            code=failure.code.value,
+            message=failure.message,
+            as_of=snapshot.now,
+        )
     reasons = _Reasons(problem, problem.actions[0])
     items = reasons.caps() + reasons.clusters()
     if not items:

@@ -50,17 +50,21 @@ def fail_fast(problem: Problem) -> dict[int, Failure]:
     failures: dict[int, Failure] = {}
     env_failures: dict[int, Failure | None] = {}
     for action in problem.actions:
+        if action.unrepresentable is not None:
+            failures[action.index] = Failure(ErrorCode.INFEASIBLE, action.unrepresentable)
+            continue
         failure = _expired(problem, action)
         if failure is None and action.env is not None:
             if action.env not in env_failures:
                 env = problem.envs[action.env]
-                env_failures[action.env] = (
-                    None
-                    if env.running
-                    else _infeasible(
+                if env.running:
+                    env_failures[action.env] = None
+                elif env.unrepresentable is not None:
+                    env_failures[action.env] = Failure(ErrorCode.INFEASIBLE, env.unrepresentable)
+                else:
+                    env_failures[action.env] = _infeasible(
                         problem, env.queue, env.items, env.demand, f"environment {env.name}"
                     )
-                )
             failure = env_failures[action.env]
         elif failure is None:
             failure = _infeasible(
