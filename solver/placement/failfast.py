@@ -146,6 +146,10 @@ def _cluster_holds(
     the queue's type caps can take their untyped GPUs."""
     if not all(item.pools.get(cluster) for item in items):
         return False
+    if len(items) == 1:
+        # Most actions: the container's pools already leave out the types capped below it.
+        (item,) = items
+        return bool((item.request <= problem.full_scale_room(tuple(item.pools[cluster]))).all())
     return (
         short_of_room(problem, cluster, items) is None
         and untyped_type_caps_refuse(problem, cluster, items, queue, demand) is None
@@ -167,10 +171,13 @@ def short_of_room(problem: Problem, cluster: int, items: list[Item]) -> ShortOfR
     """The first set of pools (all the action may use first, then fewer) whose confined
     containers need more than it has at full scale; None if there is none. Each container
     must have a pool in `cluster`."""
+    if not items:
+        return None
     confined: dict[tuple[int, ...], list[Item]] = {}
     for item in items:
         confined.setdefault(tuple(item.pools[cluster]), []).append(item)
     sets = list(confined)
+    needs = {s: _summed(members) for s, members in confined.items()}
     unions: list[tuple[int, ...]] = [tuple(sorted({p for s in sets for p in s}))]
     if len(sets) > 1:
         sizes = range(len(sets) - 1, 0, -1) if len(sets) <= MOST_POOL_SETS else [1]
@@ -185,14 +192,26 @@ def short_of_room(problem: Problem, cluster: int, items: list[Item]) -> ShortOfR
             continue
         seen.add(pools)
         held = set(pools)
-        members = [item for s in sets if held.issuperset(s) for item in confined[s]]
-        total = np.sum([item.request for item in members], axis=0)
+        inside = [s for s in sets if held.issuperset(s)]
+        total = _summed_arrays([needs[s] for s in inside])
         capacity = problem.full_scale_room(pools)
         if (total > capacity).any():
+            members = [item for s in inside for item in confined[s]]
             return ShortOfRoom(
                 [item.name for item in members], pools, total, capacity, len(members) == len(items)
             )
     return None
+
+
+def _summed(items: list[Item]) -> np.ndarray:
+    return _summed_arrays([item.request for item in items])
+
+
+def _summed_arrays(arrays: list[np.ndarray]) -> np.ndarray:
+    total = arrays[0].copy()
+    for array in arrays[1:]:
+        total += array
+    return total
 
 
 def untyped_type_caps_refuse(
