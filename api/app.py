@@ -49,7 +49,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.store = store or await asyncio.to_thread(SqliteStore, settings.db_path)
         app.state.ticker = TickLoop(
-            app.state.store, tick_fn or solver_tick(settings.time_limit_s), settings.period_s
+            app.state.store,
+            tick_fn or solver_tick(settings.time_limit_s, settings.wall_guard_s),
+            settings.period_s,
         )
         background = [asyncio.create_task(app.state.ticker.run_forever(), name="tick-loop")]
         if settings.demo:

@@ -17,6 +17,12 @@ class ServiceSettings(BaseModel):
         description="The model's budget per tick; by default half the period, which leaves the"
         " other half for reading the store, the per-action passes and writing back.",
     )
+    tick_wall_guard_s: PositiveFloat | None = Field(
+        default=None,
+        description="Wall-clock seconds after which a tick starts no further model check, so"
+        " a loaded machine still keeps the period; by default twice the time limit. A tick it"
+        " cuts says so in solver.wall_guard_hit (its answer then depends on the load).",
+    )
     auth_file: Path | None = None  # None: the server runs open (every caller is admin)
     max_body_bytes: PositiveInt = Field(
         default=16 * 2**20,
@@ -37,3 +43,7 @@ class ServiceSettings(BaseModel):
     @property
     def time_limit_s(self) -> float:
         return self.tick_time_limit_s or 0.5 * self.period_s
+
+    @property
+    def wall_guard_s(self) -> float:
+        return self.tick_wall_guard_s or 2 * self.time_limit_s

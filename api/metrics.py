@@ -88,9 +88,28 @@ def render_metrics(queues: Iterable[QueuePublic], stats: TickStats) -> str:
         "Ticks not applied because the store changed since their snapshot.",
     )
     overtaken.add(stats.overtaken)
+    rejected = _Family(
+        "sluice_tick_rejected_actions_total",
+        "counter",
+        "Actions failed INFEASIBLE because a value of theirs is beyond what the engine can hold"
+        " or their stored row no longer validates (each is logged).",
+    )
+    rejected.add(stats.rejected_actions)
+    skipped = _Family(
+        "sluice_tick_skipped_pools",
+        "gauge",
+        "Node pools the last tick left out: a value beyond what the engine can hold (logged).",
+    )
+    skipped.add(stats.skipped_pools)
+    guarded = _Family(
+        "sluice_tick_wall_guard_hits_total",
+        "counter",
+        "Ticks whose model checks the wall-clock guard cut (their answer depends on the load).",
+    )
+    guarded.add(stats.wall_guard_hits)
     families = (
         usage, caps, waiting, running, depth, blocked, draining, blocked_count,
-        duration, phases, ticks, failures, overruns, overtaken,
+        duration, phases, ticks, failures, overruns, overtaken, rejected, skipped, guarded,
     )  # fmt: skip
     return "\n".join(line for family in families for line in family.lines) + "\n"
 

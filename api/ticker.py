@@ -27,9 +27,9 @@ log = logging.getLogger("sluice.tick")
 TickFn = Callable[[Snapshot], TickResult]
 
 
-def solver_tick(time_limit_s: float) -> TickFn:
-    """The real engine, with the service's time limit."""
-    options = TickOptions(time_limit_s=time_limit_s)
+def solver_tick(time_limit_s: float, wall_guard_s: float | None = None) -> TickFn:
+    """The real engine, with the service's time limit and wall-clock guard."""
+    options = TickOptions(time_limit_s=time_limit_s, wall_guard_s=wall_guard_s)
     return lambda snapshot: tick(snapshot, options)
 
 
@@ -39,6 +39,11 @@ class TickStats:
     failures: int = 0
     overruns: int = 0
     overtaken: int = 0  # ticks refused at write-back: the store changed since their snapshot
+    # Input the engine or the store could not represent, isolated so the line goes on: actions
+    # failed for it (since start), node pools the last tick left out.
+    rejected_actions: int = 0
+    skipped_pools: int = 0
+    wall_guard_hits: int = 0  # ticks whose model checks the service's wall-clock guard cut
     last_duration_s: float = 0.0  # snapshot + solve + write-back of the last tick
     last_finished_at: datetime | None = None
     last_error: str | None = None
@@ -86,7 +91,7 @@ class TickLoop:
         async with self._one_at_a_time:
             started = time.perf_counter()
             try:
-                result, applied, phases = await asyncio.to_thread(self._tick_blocking)
+                result, applied, phases, rejected = await asyncio.to_thread(self._tick_blocking)
             except SnapshotOvertaken as error:
                 self.stats.overtaken += 1
                 log.info("tick not applied: %s", error.message)  # expected after a change
@@ -96,12 +101,16 @@ class TickLoop:
                 self.stats.last_error = f"{type(error).__name__}: {error}"
                 log.exception("tick failed; retrying next period")
                 return None
+            self.stats.rejected_actions += rejected
             return await self._record(result, applied, phases, started)
 
     async def _record(
         self, result: TickResult, applied: AppliedTick, phases: dict[str, float], started: float
     ) -> TickResult:
         """Keep a written-back tick for metrics and watchers, and wake the watchers."""
+        self.stats.rejected_actions += result.solver.rejected_actions
+        self.stats.skipped_pools = result.solver.skipped_pools
+        self.stats.wall_guard_hits += result.solver.wall_guard_hit
         self.stats.last_duration_s = time.perf_counter() - started
         self.stats.phases_s = phases
         self.stats.last_finished_at = datetime.now(UTC)
@@ -121,7 +130,7 @@ class TickLoop:
         )
         return result
 
-    def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float]]:
+    def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float], int]:
         clock = time.perf_counter()
         planned = self.store.read_tick_input(datetime.now(UTC))
         read_s = time.perf_counter() - clock
@@ -129,7 +138,8 @@ class TickLoop:
         solve_s = time.perf_counter() - clock - read_s
         applied = self.store.apply_tick(result, planned.generation)
         write_s = time.perf_counter() - clock - read_s - solve_s
-        return result, applied, {"snapshot": read_s, "solve": solve_s, "write": write_s}
+        phases = {"snapshot": read_s, "solve": solve_s, "write": write_s}
+        return result, applied, phases, planned.rejected
 
     async def wait_for_tick(self, after: int) -> int:
         """Wait until more than `after` ticks have completed; return the count."""

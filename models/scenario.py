@@ -1,7 +1,9 @@
-"""Scenario files: one YAML document holding a whole snapshot (see docs/scenario-files.md)."""
+"""Scenario files: one YAML (or JSON) document holding a whole snapshot (see
+docs/scenario-files.md)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,8 @@ def read_text(path: Path) -> str:
 
 def read_yaml(path: Path) -> Any:
     """A YAML (or JSON) file's data; an unreadable or malformed file is an error naming it."""
+    if path.suffix.lower() == ".json":
+        return read_json(path)
     text = read_text(path)
     try:
         return yaml.load(text, Loader=_LOADER)
@@ -54,6 +58,21 @@ def read_yaml(path: Path) -> Any:
     except RecursionError:
         # PyYAML builds nested values recursively; no scenario nests more than a few levels.
         raise InvalidInput(f"{path}: not valid YAML: nested too deeply") from None
+
+
+SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")
+"""The suffixes of a scenario file; anything else where a snapshot is read is Arrow."""
+
+
+def read_json(path: Path) -> Any:
+    """A `.json` file's data: the JSON parser, many times faster than YAML's on large files."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidInput(f"{path}: not valid JSON: {error}") from None
+    except RecursionError:
+        raise InvalidInput(f"{path}: not valid JSON: nested too deeply") from None
 
 
 def load_scenario(path: str | Path) -> Snapshot:

@@ -31,6 +31,11 @@ class TickOptions:
     # was hit.
     time_limit_s: float = 2.0
     seed: int = 0
+    # Wall-clock seconds from the tick's start after which no further model check starts (nor
+    # quota solve): the service's guard to keep its period (api.config.ServiceSettings). Off
+    # by default, so the answer depends only on counted work; a tick it cuts says so in
+    # `solver.wall_guard_hit`.
+    wall_guard_s: float | None = None
 
 
 def tick(snapshot: Snapshot, options: TickOptions | None = None) -> TickResult:
@@ -66,10 +71,12 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     plan = Plan(problem)
     outcome = best_fit_pass(problem, plan, failures, deep)
     lap("best_fit")
-    budget = ModelCheckBudget(options.time_limit_s, options.seed, time.perf_counter())
+    guard = None if options.wall_guard_s is None else started + options.wall_guard_s
+    budget = ModelCheckBudget(options.time_limit_s, options.seed, guard)
     decider = Decider(problem, failures, deep, budget)
     plan, refusals = decider.run(plan, outcome)
-    if budget.limit_hit and _gpus(problem, plan) < _gpu_ceiling(problem):
+    cut_short = budget.limit_hit or budget.wall_guard_hit
+    if cut_short and _gpus(problem, plan) < _gpu_ceiling(problem):
         # An answer cut short by the limit must still be no worse than plain first-fit: fewer
         # GPUs admitted, and first-fit's is kept. (A plan that fills every free GPU cannot be.)
         floor = Plan(problem, first_fit=True)
@@ -88,11 +95,11 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
             snapshot.job_queues,
             snapshot.jobs,
             snapshot.now,
-            QuotaOptions(time_limit_s=options.time_limit_s, seed=options.seed),
+            QuotaOptions(time_limit_s=options.time_limit_s, seed=options.seed, wall_guard=guard),
         )
         lap("quota")
 
-    if budget.limit_hit:
+    if cut_short:
         status = SolverStatus.LIMIT_REACHED
     elif decider.stats.contested:
         status = SolverStatus.OPTIMAL
@@ -105,12 +112,15 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
         status=status,
         wall_time_s=time.perf_counter() - started,
         limit_hit=budget.limit_hit,
+        wall_guard_hit=budget.wall_guard_hit,
         # The decide phase's share spent building and solving models, for the benchmark's split.
         phases_s=phases | {"model_build": stats.build_s, "model_solve": stats.solve_s},
         contested=stats.contested,
         model_solves=stats.model_solves,
         largest_model_variables=stats.largest_model_variables,
         unproven_refusals=stats.unproven_refusals,
+        rejected_actions=sum(problem.unrepresentable(a) is not None for a in problem.actions),
+        skipped_pools=problem.skipped_pools,
     )
     return TickResult(
         now=problem.now,

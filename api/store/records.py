@@ -183,6 +183,9 @@ class TickInput:
 
     snapshot: Snapshot
     generation: int
+    # Queued rows whose stored body no longer validates (an old row, a hand edit): failed
+    # INFEASIBLE by the read instead of failing the tick (api.store.tick_io).
+    rejected: int = 0
 
 
 class SnapshotOvertaken(FailedPrecondition):

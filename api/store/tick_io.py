@@ -9,16 +9,23 @@ since its snapshot (the store's generation, see `SqliteTickIO.apply_tick`).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from datetime import datetime
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from api.store.actions import LIVE_SQL
 from api.store.connection import SqliteFile, bump_generation, read_generation, stored_time
 from api.store.job_queues import apply_quota_decisions, read_quota_snapshot
 from api.store.records import AppliedJobs, AppliedTick, Phase, SnapshotOvertaken, TickInput
+from models.errors import ErrorCode
 from models.result import TickResult
+from models.scenario import validation_message
 from models.snapshot import Action, ActionState, Placement, Snapshot
+
+log = logging.getLogger("sluice.store")
 
 
 class ActionCache:
@@ -52,29 +59,41 @@ class ActionCache:
 
     def live(
         self, rows: list[tuple[str, str, str | None]], bodies: dict[str, str], read: int
-    ) -> list[Action]:
-        """The snapshot's actions for rows of (id, phase, placement), in order.
+    ) -> tuple[list[Action], dict[str, str]]:
+        """The snapshot's actions for rows of (id, phase, placement), in order, and why each
+        row whose body (or placement) does not validate is left out, by id.
 
         Entries of actions that are no longer live are dropped, except those
         remembered since the read began (submitted after its transaction started).
         """
         with self._lock:
+            invalid: dict[str, str] = {}
             for action_id, body in bodies.items():
-                self._submitted[action_id] = (Action.model_validate_json(body), read)
+                try:
+                    self._submitted[action_id] = (Action.model_validate_json(body), read)
+                except ValidationError as error:
+                    invalid[action_id] = validation_message(error, f"stored action {action_id}")
             actions: list[Action] = []
             placed: dict[str, Action] = {}
             for action_id, phase, placement in rows:
+                if action_id in invalid:
+                    continue
                 action = self._submitted[action_id][0]
                 if phase != Phase.QUEUED:
                     # Scheduled and running actions both hold their charges.
-                    action = self._placed.get(action_id) or action.model_copy(
-                        update={
-                            "state": ActionState.RUNNING,
-                            "placement": Placement.model_validate_json(placement)
-                            if placement
-                            else None,
-                        }
-                    )
+                    try:
+                        action = self._placed.get(action_id) or action.model_copy(
+                            update={
+                                "state": ActionState.RUNNING,
+                                "placement": Placement.model_validate_json(placement)
+                                if placement
+                                else None,
+                            }
+                        )
+                    except ValidationError as error:
+                        where = f"stored placement of action {action_id}"
+                        invalid[action_id] = validation_message(error, where)
+                        continue
                     placed[action_id] = action
                 actions.append(action)
             live = {action_id for action_id, _, _ in rows}
@@ -84,7 +103,7 @@ class ActionCache:
                 if action_id in live or entry[1] >= read
             }
             self._placed = placed
-            return actions
+            return actions, invalid
 
 
 class SqliteTickIO(SqliteFile):
@@ -97,15 +116,36 @@ class SqliteTickIO(SqliteFile):
         self._snapshot_lock = threading.Lock()
 
     def read_snapshot(self, now: datetime) -> Snapshot:
-        """Everything the tick needs, read in one transaction so it is consistent."""
-        return self.read_tick_input(now).snapshot
+        """Everything the tick needs, read in one transaction so it is consistent. An action
+        row that no longer validates is left out (see `read_tick_input`)."""
+        with self._snapshot_lock:
+            return self._read_tick_input(now)[0].snapshot
 
     def read_tick_input(self, now: datetime) -> TickInput:
-        """The snapshot and the generation it was read at, for `apply_tick`."""
-        with self._snapshot_lock:
-            return self._read_tick_input(now)
+        """The snapshot and the generation it was read at, for `apply_tick`.
 
-    def _read_tick_input(self, now: datetime) -> TickInput:
+        A stored action whose row no longer validates (an old row, a hand edit, a body
+        written before a bound existed) must not fail every tick: it is left out of the
+        snapshot, logged at error level, and if still queued failed INFEASIBLE with the
+        validation's words, so the rest of the line is scheduled. (A running one is left
+        running; what it holds cannot be counted.)
+        """
+        with self._snapshot_lock:
+            planned, invalid = self._read_tick_input(now)
+        for why in invalid.values():
+            log.error("%s; it is left out of the tick", why)
+        rejected = 0
+        if invalid:
+            with self._write() as conn:
+                for action_id, why in invalid.items():
+                    rejected += conn.execute(
+                        "UPDATE actions SET phase = 'failed', code = ?, message = ?,"
+                        " finished_at = ? WHERE id = ? AND phase = 'queued'",
+                        (ErrorCode.INFEASIBLE.value, why, stored_time(now), action_id),
+                    ).rowcount
+        return TickInput(planned.snapshot, planned.generation, rejected)
+
+    def _read_tick_input(self, now: datetime) -> tuple[TickInput, dict[str, str]]:
         read = self._action_cache.start_read()
         with self._read() as conn:
             generation = read_generation(conn)
@@ -142,6 +182,7 @@ class SqliteTickIO(SqliteFile):
             data["running"] = bool(running)
             data["placement"] = json.loads(placement) if placement else None
             environments.append(data)
+        actions, invalid = self._action_cache.live(action_rows, bodies, read)
         snapshot = Snapshot.model_validate(
             {
                 "now": now,
@@ -149,11 +190,11 @@ class SqliteTickIO(SqliteFile):
                 "queues": queues,
                 "clusters": [json.loads(body) for (body,) in cluster_rows],
                 "environments": environments,
-                "actions": self._action_cache.live(action_rows, bodies, read),
+                "actions": actions,
                 **quota,
             }
         )
-        return TickInput(snapshot=snapshot, generation=generation)
+        return TickInput(snapshot=snapshot, generation=generation), invalid
 
     def apply_tick(self, result: TickResult, generation: int) -> AppliedTick:
         """Write a tick's decisions back in one transaction: all of them or none.

@@ -31,7 +31,15 @@ from models.resources import EMPTY, UNTYPED_GPU, ResourceKind, ResourceVector, k
 from models.snapshot import Action, ActionState, Snapshot
 from solver.explain.changes import apply_changes
 from solver.explain.waiting import cap_amount, cap_setting, counted
-from solver.placement.failfast import Failure, describe_item, fail_fast, over_cap_text
+from solver.placement.failfast import (
+    Failure,
+    describe_item,
+    fail_fast,
+    over_cap_text,
+    short_of_room,
+    untyped_caps_text,
+    untyped_type_caps_refuse,
+)
 from solver.placement.problem import (
     GPU_DIM,
     UNBOUNDED,
@@ -82,6 +90,17 @@ def explain_failed(snapshot: Snapshot, action: Action, failure: Failure) -> Expl
         )
     solo = alone(snapshot, action)
     problem = compile_snapshot(solo)
+    if problem.unrepresentable(problem.actions[0]) is not None:
+        # A value beyond the engine's range: the message names it, and no change to the
+        # fleet or the queue would make room for it.
+        return Explanation(
+            action=action.id,
+            queue=action.queue,
+            state=ExplanationState.FAILED,
+            code=failure.code.value,
+            message=failure.message,
+            as_of=snapshot.now,
+        )
     reasons = _Reasons(problem, problem.actions[0])
     items = reasons.caps() + reasons.clusters()
     if not items:
@@ -212,18 +231,20 @@ class _Reasons:
         ]
         if found:
             return found
-        usable = sorted({p for item in self.items for p in item.pools[c]})
-        total = np.sum([item.request for item in self.items], axis=0)
-        capacity = np.zeros(len(problem.dims), dtype=np.int64)
-        for p in usable:
-            pool = problem.pools[p]
-            capacity += np.where(pool.room >= UNBOUNDED, UNBOUNDED, pool.room * pool.max_nodes)
+        lacking = short_of_room(problem, c, self.items)
+        if lacking is None:
+            return self._type_caps(c, name)
+        total, capacity = lacking.total, lacking.capacity
         over = [d for d in range(len(problem.dims)) if total[d] > capacity[d]]
-        if not over:
-            return []
         d = over[0]
         shown = ", ".join(_over(problem, o, int(total[o]), int(capacity[o])) for o in over)
-        pools_used = ", ".join(problem.pools[p].name for p in usable)
+        pools_used = ", ".join(problem.pools[p].name for p in lacking.pools)
+        who = (
+            f"its total request is more than pools {pools_used}"
+            if lacking.whole
+            else f"containers {', '.join(lacking.containers)} need more than pools {pools_used},"
+            " the only ones that take them,"
+        )
         return [
             Reason(
                 kind=ReasonKind.LARGER_THAN_CLUSTER,
@@ -232,8 +253,32 @@ class _Reasons:
                 resource=problem.dims[d],
                 requested=int(total[d]),
                 limit=int(capacity[d]),
-                message=f"cluster {name}: its total request is more than pools {pools_used}"
-                f" have at full scale ({shown})",
+                message=f"cluster {name}: {who} have at full scale ({shown})",
+            )
+        ]
+
+    def _type_caps(self, c: int, cluster: str) -> list[Reason]:
+        """The untyped GPU containers together find no GPU type whose cap takes them."""
+        caps = untyped_type_caps_refuse(self.problem, c, self.items, self.queue, self.demand)
+        if caps is None:
+            return []
+        untyped = [item for item in self.items if item.untyped]
+        # The type every untyped container may use, if there is one: raising its cap to what
+        # they need together (next to the typed requests on it) is the fix offered.
+        shared = set(caps).intersection(
+            *({str(self.problem.pools[p].device) for p in item.pools[c]} for item in untyped)
+        )
+        device = min(shared or caps)
+        return [
+            Reason(
+                kind=ReasonKind.DEVICE_CAP,
+                queue=self.queue.name,
+                cluster=cluster,
+                resource=device,
+                requested=self.demand.amount(device) + sum(item.gpus for item in untyped),
+                limit=caps[device],
+                message=f"cluster {cluster}: "
+                + untyped_caps_text(self.items, self.queue.name, caps),
             )
         ]
 
@@ -493,6 +538,8 @@ class _ClusterStep:
             item = next((i for i in self.reasons.items if i.name == reason.container), None)
             if reason.kind is ReasonKind.LARGER_THAN_CLUSTER:
                 fix = self._grow()
+            elif reason.kind is ReasonKind.DEVICE_CAP and item is None:
+                fix = self._raise_shared_cap(reason)
             elif item is None:
                 fix = []
             else:
@@ -542,6 +589,16 @@ class _ClusterStep:
             (
                 Change(kind=ChangeKind.RAISE_CAP, queue=queue, resource=device, value=item.gpus),
                 f"raise max_accelerators {device} of queue {queue} to {item.gpus}",
+            )
+        ]
+
+    def _raise_shared_cap(self, reason: Reason) -> list[tuple[Change, str]]:
+        """Raise the cap of the type the untyped containers share to what they need together."""
+        queue, device, value = self.reasons.queue.name, reason.resource, reason.requested
+        return [
+            (
+                Change(kind=ChangeKind.RAISE_CAP, queue=queue, resource=device, value=value),
+                f"raise max_accelerators {device} of queue {queue} to {value}",
             )
         ]
 
@@ -651,16 +708,13 @@ class _ClusterStep:
         return changes
 
     def _grow(self) -> list[tuple[Change, str]]:
-        """Add nodes to the pool that covers the shortfall with the fewest new nodes."""
+        """Add nodes to the pool that covers the shortfall with the fewest new nodes (of the
+        pools the containers short of room are confined to)."""
         problem, c = self.problem, self.c
-        items = self.reasons.items
-        usable = sorted({p for item in items for p in item.pools[c]})
-        total = sum(item.request for item in items)
-        capacity = sum(
-            np.where(problem.pools[p].room >= UNBOUNDED, UNBOUNDED,
-                     problem.pools[p].room * problem.pools[p].max_nodes)
-            for p in usable
-        )  # fmt: skip
+        lacking = short_of_room(problem, c, self.reasons.items)
+        if lacking is None:
+            return []
+        usable, total, capacity = lacking.pools, lacking.total, lacking.capacity
         short = np.maximum(total - capacity, 0)
         best: tuple[int, PoolInfo] | None = None
         for p in usable:

@@ -54,7 +54,7 @@ def explain_waiting(snapshot: Snapshot, action_id: str, result: TickResult) -> E
     core = model.minimal_core()
     if core is None:
         # Past its time limit the tick leaves the rest to best-fit, which can miss a placement.
-        limited = result.solver.limit_hit or (
+        limited = result.solver.cut_short or (
             waiting is not None and waiting.reason is WaitReason.SOLVER_LIMIT
         )
         kind = ReasonKind.SOLVER_LIMIT if limited else ReasonKind.FITS_NOW

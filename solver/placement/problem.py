@@ -3,10 +3,20 @@
 Everything the tick needs is indexed by small integers here (queues, clusters,
 node pools, pending actions in global order, containers to place), so the
 phases after it never look at a pydantic model or parse a spelling again.
+
+A value the engine cannot hold (a request or a node's room beyond int64 headroom, a pool of
+more nodes than its ledger holds: input that skipped validation, built with model_construct or
+read from an old row) never stops the tick. The pending action (or the environment its
+actions start) is compiled as unrepresentable and fails INFEASIBLE naming the field; such a
+node pool is left out of the fleet; both are logged at error level and counted in the
+result's `solver`. A cap or queue limit beyond the engine's range caps nothing it could
+hold, so it is held at UNBOUNDED.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -15,10 +25,23 @@ import numpy as np
 from models.devices import NVIDIA_GPU
 from models.quantity import CPU, MEMORY
 from models.resources import EMPTY, UNTYPED_GPU, ResourceVector
-from models.snapshot import ActionState, Container, Placement, Scheduling, Snapshot
+from models.snapshot import ActionState, Container, NodePool, Placement, Scheduling, Snapshot
 
 CPU_DIM, MEMORY_DIM, GPU_DIM = 0, 1, 2
 UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not declare
+# A pool keeps one row of room per node at full scale; an environment one container per
+# replica. Far above any real fleet, far below what would exhaust memory.
+MAX_POOL_NODES = 2**20
+MAX_REPLICAS = 2**16
+
+log = logging.getLogger("sluice.engine")
+
+
+class Unrepresentable(ValueError):
+    """A value of the snapshot beyond what the engine's int64 arithmetic holds."""
+
+    def __init__(self, where: str, value: int, limit: int) -> None:
+        super().__init__(f"{where} is {value}, more than the engine can hold (at most {limit})")
 
 
 @dataclass
@@ -88,6 +111,7 @@ class EnvInfo:
     running: bool
     items: list[Item]
     demand: ResourceVector  # what starting the pool charges against its queue's caps
+    unrepresentable: str | None = None  # why it cannot be compiled (its actions fail)
 
 
 @dataclass
@@ -102,6 +126,7 @@ class ActionInfo:
     items: list[Item]
     demand: ResourceVector  # what admitting it charges against its queue's caps
     env: int | None  # index into Problem.envs
+    unrepresentable: str | None = None  # why it cannot be compiled (it fails INFEASIBLE)
 
 
 @dataclass
@@ -116,8 +141,16 @@ class Problem:
     actions: list[ActionInfo]  # pending, in global order
     cluster_room: np.ndarray  # (clusters, dims): full-scale room on the dimensions nodes declare
     pool_cluster: np.ndarray  # the cluster of each pool
+    skipped_pools: int = 0  # node pools left out: a value beyond the engine's range
     _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
     _full_scale: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
+
+    def unrepresentable(self, action: ActionInfo) -> str | None:
+        """Why the action, or the environment it would start, cannot be compiled."""
+        if action.unrepresentable is not None or action.env is None:
+            return action.unrepresentable
+        env = self.envs[action.env]
+        return None if env.running else env.unrepresentable
 
     def full_scale_room(self, pools: tuple[int, ...]) -> np.ndarray:
         """The room of these pools with every node up (unbounded where a node declares none)."""
@@ -165,8 +198,15 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
     envs: list[EnvInfo] = []
     for e, spec in enumerate(snapshot.environments):
         queue = queue_of[spec.queue]
-        containers = spec.replica_containers()
-        env_items = items.of(containers, queue)
+        try:
+            if spec.replicas > MAX_REPLICAS:
+                raise Unrepresentable("replicas", spec.replicas, MAX_REPLICAS)
+            containers = spec.replica_containers()
+            env_items = items.of(containers, queue, "resources")
+        except (ArithmeticError, ValueError) as error:
+            why = _rejected(f"environment {spec.name}", error, "actions that start it fail")
+            envs.append(EnvInfo(e, spec.name, queue.index, spec.running, [], EMPTY, why))
+            continue
         demand = _demand(containers, env_items)
         envs.append(EnvInfo(e, spec.name, queue.index, spec.running, env_items, demand))
         if spec.running and spec.placement is not None:
@@ -184,7 +224,12 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         queue.active_runs.add(action.run_id)
         # An action that joined a running pool holds a slot but no room: the pool holds that.
         if action.environment is None and action.placement is not None:
-            placed = items.of(action.containers, queue)
+            try:
+                placed = items.of(action.containers, queue)
+            except (ArithmeticError, ValueError) as error:
+                # It runs whatever the engine thinks of it; what it holds cannot be counted.
+                _rejected(f"running action {action.id}", error, "what it holds is not counted")
+                continue
             demand = _demand(action.containers, placed)
             cluster = cluster_of[action.placement.cluster]
             _charge_running(queue, demand, placed, action.placement, cluster, pool_of)
@@ -193,9 +238,9 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
     actions = []
     for order, (_, _, _, action) in enumerate(pending):
         queue = queue_of[action.queue]
-        action_items = items.of(action.containers, queue)
-        actions.append(
-            ActionInfo(
+        try:
+            action_items = items.of(action.containers, queue)
+            compiled = ActionInfo(
                 index=order,
                 id=action.id,
                 run=action.run_id,
@@ -209,8 +254,23 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
                 demand=_demand(action.containers, action_items),
                 env=env_of[action.environment] if action.environment is not None else None,
             )
-        )
+        except (ArithmeticError, ValueError) as error:
+            compiled = ActionInfo(
+                index=order,
+                id=action.id,
+                run=action.run_id,
+                queue=queue.index,
+                submitted_at=action.submitted_at,
+                max_queued_time_s=None,
+                deadline=None,
+                items=[],
+                demand=EMPTY,
+                env=None,
+                unrepresentable=_rejected(f"action {action.id}", error, "it fails INFEASIBLE"),
+            )
+        actions.append(compiled)
     cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
+    skipped = sum(len(c.node_pools) for c in snapshot.clusters) - len(pools)
     for pool in pools:
         cluster_room[pool.cluster] += _bounded_room(pool) * pool.max_nodes
     return Problem(
@@ -224,7 +284,16 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         actions=actions,
         cluster_room=cluster_room,
         pool_cluster=np.array([pool.cluster for pool in pools], dtype=np.int64),
+        skipped_pools=skipped,
     )
+
+
+def _rejected(who: str, error: Exception, outcome: str) -> str:
+    """Log a part of the snapshot the engine cannot compile, and what becomes of it; the
+    words its failure says."""
+    why = f"{who} cannot be compiled: {error}"
+    log.error("%s; %s, the rest of the line is scheduled", why, outcome)
+    return why
 
 
 def _bounded_room(pool: PoolInfo) -> np.ndarray:
@@ -237,6 +306,11 @@ def _compile_pools(snapshot: Snapshot, dims: list[str]) -> tuple[list[PoolInfo],
     for c, cluster in enumerate(snapshot.clusters):
         indices = []
         for spec in cluster.node_pools:
+            try:
+                _check_pool(spec)
+            except Unrepresentable as error:
+                _rejected(f"node pool {cluster.name}/{spec.name}", error, "it is left out")
+                continue
             room = np.full(len(dims), UNBOUNDED, dtype=np.int64)
             for name, amount in spec.node.room.items():
                 room[dims.index(name)] = amount
@@ -261,6 +335,43 @@ def _compile_pools(snapshot: Snapshot, dims: list[str]) -> tuple[list[PoolInfo],
     return pools, pools_of_cluster
 
 
+def _check_pool(spec: NodePool) -> None:
+    """Raise Unrepresentable for a pool whose room at full scale the engine cannot sum."""
+    full = max(spec.full_scale, spec.nodes)
+    if full > MAX_POOL_NODES:
+        field_name = "nodes" if spec.nodes >= spec.full_scale else "max_nodes"
+        raise Unrepresentable(field_name, full, MAX_POOL_NODES)
+    amounts = [*spec.node.room.items(), ("accelerators", spec.node.accelerators)]
+    for name, amount in amounts:
+        if amount * max(full, 1) > UNBOUNDED:
+            where = name if name == "accelerators" else f"node.{name}"
+            raise Unrepresentable(f"{where} × {full} nodes", amount * max(full, 1), UNBOUNDED)
+
+
+def _check_containers(containers: Iterable[Container], field_name: str) -> None:
+    """Raise Unrepresentable when a request, or its sum over the containers, is beyond int64
+    headroom (UNBOUNDED: a node's room of a resource it does not declare)."""
+    totals: dict[str, int] = {}
+    for c, container in enumerate(containers):
+        requests = dict(container.resources)
+        if container.gpu is not None:
+            requests["gpu"] = container.gpu.count
+        for name, amount in requests.items():
+            totals[name] = totals.get(name, 0) + amount
+            if totals[name] > UNBOUNDED:
+                where = (
+                    f"resources.{name}"
+                    if field_name == "resources"
+                    else f"{field_name}.{c}.resources.{name}"
+                )
+                raise Unrepresentable(where, amount, UNBOUNDED)
+
+
+def _held(amount: int | None) -> int | None:
+    """A cap or limit beyond the engine's range caps nothing it can hold."""
+    return None if amount is None else min(amount, UNBOUNDED)
+
+
 def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
     cluster_of = {c.name: i for i, c in enumerate(snapshot.clusters)}
     return [
@@ -271,10 +382,10 @@ def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
             scheduling=spec.scheduling,
             head_blocked_since=spec.head_blocked_since,
             priority=spec.priority,
-            caps=spec.caps,
-            action_concurrency=spec.action_concurrency,
-            run_concurrency=spec.run_concurrency,
-            depth=spec.depth,
+            caps=ResourceVector({name: min(cap, UNBOUNDED) for name, cap in spec.caps.items()}),
+            action_concurrency=_held(spec.action_concurrency),
+            run_concurrency=_held(spec.run_concurrency),
+            depth=_held(spec.depth),
             clusters=(
                 [cluster_of[c] for c in spec.clusters]
                 if spec.clusters is not None
@@ -295,7 +406,12 @@ class _ItemMaker:
         # Containers of one shape are common (replicas, sweeps): match them to pools once.
         self.matched: dict[tuple, tuple[dict[int, list[int]], np.ndarray]] = {}
 
-    def of(self, containers: list[Container], queue: QueueInfo) -> list[Item]:
+    def of(
+        self, containers: list[Container], queue: QueueInfo, field_name: str = "containers"
+    ) -> list[Item]:
+        """The containers' items; Unrepresentable names the field (`containers.0.resources.
+        memory`, or `resources.memory` of an environment's replicas) the engine cannot hold."""
+        _check_containers(containers, field_name)
         return [self.item(c, queue) for c in containers]
 
     def item(self, container: Container, queue: QueueInfo) -> Item:
@@ -426,7 +542,9 @@ def _charge_running(
     queue.held += demand
     by_name = {item.name: item for item in items}
     for spot in placement.containers:
-        pool = pool_of[(cluster, spot.node_pool)]
+        pool = pool_of.get((cluster, spot.node_pool))
+        if pool is None:
+            continue  # a pool left out (its values are beyond the engine): no room to hold
         item = by_name[spot.name]
         pool.used[spot.node] += np.minimum(item.request, UNBOUNDED)
         pool.nodes = max(pool.nodes, spot.node + 1)

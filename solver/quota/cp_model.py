@@ -63,17 +63,24 @@ T = TypeVar("T", Candidate, Holder)
 
 @dataclass
 class QuotaSolveBudget:
-    """Deterministic solver time for the whole tick, with wall time bounded at twice that."""
+    """Deterministic solver time for the whole tick: the same input stops at the same solve
+    on an idle and on a busy machine. `wall_guard` (the service's, a time.perf_counter()
+    deadline) only keeps a further solve from starting, and is flagged apart."""
 
     time_limit_s: float
     seed: int
+    wall_guard: float | None = None
     started: float = field(default_factory=time.perf_counter)
     spent: float = 0.0
     limit_hit: bool = False
+    wall_guard_hit: bool = False
 
-    def remaining(self) -> tuple[float, float]:
-        wall = 2 * self.time_limit_s - (time.perf_counter() - self.started)
-        return self.time_limit_s - self.spent, wall
+    def remaining(self) -> float:
+        """Deterministic seconds left; 0 once the wall-clock guard has passed."""
+        if self.wall_guard is not None and time.perf_counter() >= self.wall_guard:
+            self.wall_guard_hit = True
+            return 0.0
+        return self.time_limit_s - self.spent
 
 
 @dataclass
@@ -295,9 +302,10 @@ class _Stages:
     def _solve(self, objective: cp_model.LinearExprT, maximize: bool) -> bool:
         if self.stopped:
             return False
-        deterministic, wall = self.budget.remaining()
-        if deterministic <= 0 or wall <= 0:
-            self.budget.limit_hit = self.stopped = True
+        deterministic = self.budget.remaining()
+        if deterministic <= 0:
+            self.stopped = True
+            self.budget.limit_hit = not self.budget.wall_guard_hit
             return False
         self.model.clear_hints()
         for var in self.decisions:
@@ -310,7 +318,6 @@ class _Stages:
         solver.parameters.num_workers = 1  # deterministic
         solver.parameters.random_seed = self.budget.seed
         solver.parameters.max_deterministic_time = deterministic
-        solver.parameters.max_time_in_seconds = wall
         status = solver.solve(self.model)
         self.solves += 1
         self.budget.spent += solver.deterministic_time

@@ -27,8 +27,11 @@ from solver.quota.problem import compile_problem
 
 @dataclass(frozen=True)
 class QuotaOptions:
-    time_limit_s: float = 5.0  # CP-SAT deterministic time for the tick; wall time at most twice
+    time_limit_s: float = 5.0  # CP-SAT deterministic time for the tick
     seed: int = 0
+    # A time.perf_counter() deadline after which no further solve starts (the service's
+    # wall-clock guard, solver.TickOptions.wall_guard_s); None: counted work alone decides.
+    wall_guard: float | None = None
 
 
 def quota_tick(
@@ -46,7 +49,7 @@ def quota_tick(
     same result.
     """
     options = options or QuotaOptions()
-    budget = QuotaSolveBudget(options.time_limit_s, options.seed)
+    budget = QuotaSolveBudget(options.time_limit_s, options.seed, options.wall_guard)
     phases: dict[str, float] = {}
     mark = budget.started
 
@@ -69,7 +72,7 @@ def quota_tick(
     lap("decode")
     if not contested:
         status = SolverStatus.NOTHING_TO_DO
-    elif budget.limit_hit:
+    elif budget.limit_hit or budget.wall_guard_hit:
         status = SolverStatus.LIMIT_REACHED
     else:
         status = SolverStatus.OPTIMAL
@@ -84,6 +87,7 @@ def quota_tick(
             status=status,
             wall_time_s=time.perf_counter() - budget.started,
             limit_hit=budget.limit_hit,
+            wall_guard_hit=budget.wall_guard_hit,
             phases_s=phases,
             contested=contested,
             model_solves=decision.solves,

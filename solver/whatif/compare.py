@@ -41,7 +41,7 @@ from models.arrow.tables import read_snapshot, result_tables, write_tables
 from models.devices import parse_device
 from models.errors import InvalidInput
 from models.quantity import CPU, MEMORY
-from models.scenario import load_scenario, validation_message
+from models.scenario import SCENARIO_SUFFIXES, load_scenario, validation_message
 from models.snapshot import ActionState, NodePool, Queue, Settings, Snapshot
 from solver import TickOptions, tick
 
@@ -255,9 +255,10 @@ def _requeue(snapshot: Snapshot, lost: Callable[[str, str], bool]) -> Snapshot:
 
 
 def load_snapshot(path: str | Path) -> Snapshot:
-    """A scenario file (.yaml, .yml) or an Arrow snapshot (a directory or a stream file)."""
+    """A scenario file (.yaml, .yml, .json) or an Arrow snapshot (a directory or a stream
+    file)."""
     path = Path(path)
-    if path.suffix in (".yaml", ".yml"):
+    if path.suffix.lower() in SCENARIO_SUFFIXES:
         return load_scenario(path)
     return read_snapshot(path)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import combinations, product
 
 from models.devices import NVIDIA_GPU
 from models.errors import ErrorCode
@@ -285,21 +286,61 @@ class Oracle:
                 return True  # an accelerator none of the routed clusters has
             if not any(p.offers(need) and p.fits_empty(need) for p in pools):
                 return True  # a container larger than any (matching) node
-        return not any(self._fits_cluster_in_aggregate(item.needs, c) for c in routed)
+        return not any(
+            self._fits_cluster_in_aggregate(item.needs, c)
+            and self._type_caps_take_untyped(item.needs, c, caps, total)
+            for c in routed
+        )
 
     def _fits_cluster_in_aggregate(self, needs: list[Need], cluster: str) -> bool:
+        """Every container has a node here, and every group of them fits, at full scale, the
+        pools any of them could use (judged per group: containers confined to a few pools
+        must fit those)."""
         pools = [p for p in self.pools if p.cluster == cluster]
         if not all(any(p.offers(n) and p.fits_empty(n) for p in pools) for n in needs):
             return False
-        matching = [p for p in pools if any(p.offers(n) for n in needs)]
-        wanted: dict[str, int] = defaultdict(int)
-        for need in needs:
-            for key, amount in need.resources.items():
-                wanted[key] += amount
-        return all(
-            amount <= sum(p.room.get(key, 0) * p.full_scale for p in matching)
-            for key, amount in wanted.items()
-        )
+        for size in range(1, len(needs) + 1):
+            for group in combinations(needs, size):
+                matching = [
+                    p for p in pools if any(p.offers(n) and p.fits_empty(n) for n in group)
+                ]
+                wanted: dict[str, int] = defaultdict(int)
+                for need in group:
+                    for key, amount in need.resources.items():
+                        wanted[key] += amount
+                if any(
+                    amount > sum(p.room.get(key, 0) * p.full_scale for p in matching)
+                    for key, amount in wanted.items()
+                ):
+                    return False
+        return True
+
+    def _type_caps_take_untyped(
+        self, needs: list[Need], cluster: str, caps: dict[str, int], total: dict[str, int]
+    ) -> bool:
+        """Some choice of a GPU type for each untyped container (one its pools here have)
+        keeps every type cap, next to the typed requests of the same type."""
+        untyped = [n for n in needs if n.gpus and n.device is None]
+        choices = [
+            sorted(
+                {
+                    str(p.device)
+                    for p in self.pools
+                    if p.cluster == cluster and p.offers(n) and p.fits_empty(n)
+                }
+            )
+            for n in untyped
+        ]
+        for chosen in product(*choices):
+            landed: dict[str, int] = defaultdict(int)
+            for need, device in zip(untyped, chosen, strict=True):
+                landed[device] += need.gpus
+            if all(
+                device not in caps or total.get(device, 0) + gpus <= caps[device]
+                for device, gpus in landed.items()
+            ):
+                return True
+        return False
 
     # -- exhaustive placement ----------------------------------------------------
 

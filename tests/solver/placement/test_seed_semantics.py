@@ -326,8 +326,8 @@ def test_untyped_and_typed_containers_of_one_action_share_the_type_cap(
 ) -> None:
     # "If it chooses a device that has its own cap, the request counts against that cap as
     # well." The action asks L4:1 and gpu=1; the only NVIDIA GPUs are L4, so it charges 2 L4
-    # against a cap with room for 1: it must not be scheduled (whether it then waits or fails
-    # INFEASIBLE for cap 1 is not settled by the spec).
+    # against a cap with room for 1: it must not be scheduled (with cap 1 it can never run and
+    # fails INFEASIBLE: tests/solver/placement/test_failfast_per_action.py).
     builder = (
         SnapshotBuilder()
         .queue("team", max_accelerators={"L4": cap})
