@@ -43,6 +43,15 @@ ASSETS: dict[str, Path] = {
     **{f"api-docs/{path.name}": path for path in _DOCS_FILES.iterdir() if path.is_file()},
 }
 
+# Pages may load from this server only, so nothing on them reaches outside even where a
+# bundled library would (Redoc's sidebar logo points at its CDN): the browser does not try.
+PAGE_POLICY = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:"
+# The docs pages start Swagger UI and Redoc from an inline script; Redoc runs a blob worker.
+DOCS_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' blob:; worker-src 'self' blob:;"
+    " style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:"
+)
+
 router = APIRouter()
 data = APIRouter(prefix="/dashboard", tags=["dashboard"])
 
@@ -62,7 +71,7 @@ def _page(request: Request, page: str, subject: str = "") -> HTMLResponse:
         request,
         f"{page}.html",
         {"page": page, "title": PAGES[page], "subject": subject, "static": STATIC_PREFIX},
-        headers={"Cache-Control": "no-store"},
+        headers={"Cache-Control": "no-store", "Content-Security-Policy": PAGE_POLICY},
     )
 
 
@@ -105,30 +114,39 @@ _DOCS_ASSETS = f"{STATIC_PREFIX}/api-docs"
 @router.get("/docs", include_in_schema=False)
 def swagger_page() -> HTMLResponse:
     """FastAPI's Swagger UI page, its scripts served from here rather than a CDN."""
-    return get_swagger_ui_html(
-        openapi_url="/openapi.json",
-        title="Sluice API",
-        oauth2_redirect_url="/docs/oauth2-redirect",
-        swagger_js_url=f"{_DOCS_ASSETS}/swagger-ui-bundle.js",
-        swagger_css_url=f"{_DOCS_ASSETS}/swagger-ui.css",
-        swagger_favicon_url=f"{_DOCS_ASSETS}/favicon.png",
+    return _local_only(
+        get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="Sluice API",
+            oauth2_redirect_url="/docs/oauth2-redirect",
+            swagger_js_url=f"{_DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{_DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{_DOCS_ASSETS}/favicon.png",
+        )
     )
 
 
 @router.get("/docs/oauth2-redirect", include_in_schema=False)
 def swagger_oauth2_redirect() -> HTMLResponse:
-    return get_swagger_ui_oauth2_redirect_html()
+    return _local_only(get_swagger_ui_oauth2_redirect_html())
 
 
 @router.get("/redoc", include_in_schema=False)
 def redoc_page() -> HTMLResponse:
-    return get_redoc_html(
-        openapi_url="/openapi.json",
-        title="Sluice API",
-        redoc_js_url=f"{_DOCS_ASSETS}/redoc.standalone.js",
-        redoc_favicon_url=f"{_DOCS_ASSETS}/favicon.png",
-        with_google_fonts=False,
+    return _local_only(
+        get_redoc_html(
+            openapi_url="/openapi.json",
+            title="Sluice API",
+            redoc_js_url=f"{_DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{_DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
     )
+
+
+def _local_only(page: HTMLResponse) -> HTMLResponse:
+    page.headers["Content-Security-Policy"] = DOCS_POLICY
+    return page
 
 
 class Caller(BaseModel):

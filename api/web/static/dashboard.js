@@ -133,7 +133,7 @@ function watch(path, onEvent) {
     }
     setLive("stale", "stale: reconnecting");
     setTimeout(connect, delay);
-    delay = Math.min(delay * 2, 10000);
+    delay = Math.min(delay * 2, 5000);
   }
   connect();
 }
@@ -246,6 +246,7 @@ pages.fleet = function () {
     }));
     const asOf = queues.find((queue) => queue.as_of);
     $("#as-of").textContent = asOf ? `usage as of the tick at ${clock(asOf.as_of)}` : "";
+    $("#fleet").dataset.asOf = asOf ? asOf.as_of : "";
   }
   poolFilter.addEventListener("change", render);
   sort.addEventListener("change", render);
@@ -409,7 +410,7 @@ pages.clusters = function () {
           const share = pool.accelerators_per_node ? node.accelerators_used / pool.accelerators_per_node : 0;
           return el("div", {
             // A node past `nodes` holding nothing is one the ticks have not started.
-            class: `cell${node.node >= pool.nodes && !node.actions.length ? " down" : ""}`,
+            class: `cell${node.node >= pool.nodes && !node.actions.length ? " down" : ""}${share >= 0.6 ? " hot" : ""}`,
             style: `--used:${share.toFixed(2)}`,
             title: `node ${node.node}: ${node.accelerators_used} used` + (node.actions.length ? ` by ${node.actions.join(", ")}` : ""),
           }, el("span", { class: "node" }, `#${node.node}`),
