@@ -92,7 +92,7 @@ def is_loopback(url: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1") or url.startswith(("data:", "about:"))
 
 
-def open_tab(browser: playwright_api.Browser, fleet: Fleet, token: str | None) -> Tab:
+def open_tab(browser: playwright_api.Browser, token: str | None) -> Tab:
     """A fresh browser context (its own session storage) holding `token`, its network
     fenced to loopback."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})

@@ -64,7 +64,7 @@ def _fenced(tab: Tab) -> None:
 def test_fleet_bars_match_get_queues(browser: Browser, fleet: Fleet) -> None:
     """Issue: "the fleet table lists the demo's queues with bars whose numbers match
     `GET /queues`" """
-    tab = open_tab(browser, fleet, ADMIN_TOKEN)
+    tab = open_tab(browser, ADMIN_TOKEN)
     tab.page.goto(fleet.url + "/")
     expect(tab.page.locator("#live")).to_have_text("live")
     shown, queues = _page_and_api_at_one_tick(tab.page, fleet)
@@ -84,7 +84,7 @@ def test_fleet_bars_match_get_queues(browser: Browser, fleet: Fleet) -> None:
 def test_a_blocked_queue_shows_its_badge_and_explanation(browser: Browser, fleet: Fleet) -> None:
     """Issue: "a blocked queue shows its badge and explanation" (the demo's strict_fifo
     gang-train queue blocks on its 3 x 8 H100 gangs)."""
-    tab = open_tab(browser, fleet, ADMIN_TOKEN)
+    tab = open_tab(browser, ADMIN_TOKEN)
     page = tab.page
     page.goto(fleet.url + "/")
     badge = page.locator('#fleet tr[data-queue="gang-train"] .badge.blocked')
@@ -110,7 +110,7 @@ def test_a_blocked_queue_shows_its_badge_and_explanation(browser: Browser, fleet
 
 def test_a_cap_change_shows_up_without_a_reload(browser: Browser, fleet: Fleet) -> None:
     """Issue: "a cap change made through the API shows up without a reload" """
-    tab = open_tab(browser, fleet, ADMIN_TOKEN)
+    tab = open_tab(browser, ADMIN_TOKEN)
     page = tab.page
     page.goto(fleet.url + "/")
     cpu = page.locator('#fleet tr[data-queue="research"] .cap[data-resource="cpu"] .cap-numbers')
@@ -132,7 +132,7 @@ def test_a_viewer_sees_no_admin_controls_and_an_admin_drains(
 ) -> None:
     """Issue: "a viewer token sees no admin buttons"; "Admins can drain/undrain a queue and
     switch its policy from the page, with a confirmation." """
-    viewer = open_tab(browser, fleet, VIEWER_TOKEN)
+    viewer = open_tab(browser, VIEWER_TOKEN)
     viewer.page.goto(fleet.url + "/ui/queues/inference-eval")
     expect(viewer.page.locator("#who")).to_have_text("watcher · viewer")
     expect(viewer.page.locator("#settings dt").first).to_be_visible()
@@ -140,7 +140,7 @@ def test_a_viewer_sees_no_admin_controls_and_an_admin_drains(
     assert viewer.page.locator("main button:visible, main select#policy:visible").count() == 0
     _fenced(viewer)
 
-    admin = open_tab(browser, fleet, ADMIN_TOKEN)
+    admin = open_tab(browser, ADMIN_TOKEN)
     page = admin.page
     page.goto(fleet.url + "/ui/queues/inference-eval")
     drain = page.locator("#drain")
@@ -165,7 +165,7 @@ def test_a_viewer_sees_no_admin_controls_and_an_admin_drains(
 def test_the_token_is_asked_once_and_never_put_in_a_url(browser: Browser, fleet: Fleet) -> None:
     """Issue: "a token entered once (kept in the browser's session storage)"; the brief: the
     long-lived token is sent as a Bearer header, never in a URL."""
-    tab = open_tab(browser, fleet, None)
+    tab = open_tab(browser, None)
     page = tab.page
     urls: list[str] = []
     page.on("request", lambda request: urls.append(request.url))
@@ -188,19 +188,20 @@ def test_the_token_is_asked_once_and_never_put_in_a_url(browser: Browser, fleet:
 
 
 def test_the_stale_indicator_shows_and_the_stream_reconnects(
-    browser: Browser, fleet: Fleet, tmp_path: Path
+    browser: Browser, tmp_path: Path
 ) -> None:
     """Issue: "a stale indicator when the stream drops, and it reconnects." A server of its
-    own (open, no demo), stopped and started again on the same port and database."""
+    own (open, no demo), killed (a graceful stop would wait on the open stream) and started
+    again on the same port and database."""
     first = start_server(tmp_path / "sluice.db", period_s=0.5)
     port = urlsplit(first.url).port
-    tab = open_tab(browser, fleet, None)
+    tab = open_tab(browser, None)
     page = tab.page
     try:
         page.goto(first.url + "/")
         live = page.locator("#live")
         expect(live).to_have_text("live")
-        first.stop()
+        first.kill9()
         expect(live).to_contain_text("stale", timeout=30_000)
         second = start_server(tmp_path / "sluice.db", period_s=0.5, port=port)
         try:
@@ -216,7 +217,7 @@ def test_the_stale_indicator_shows_and_the_stream_reconnects(
 def test_the_api_docs_render_from_local_files(browser: Browser, fleet: Fleet) -> None:
     """Issue: "Self-contained: every asset served by Sluice itself (no CDN), including the API
     docs page" """
-    tab = open_tab(browser, fleet, None)
+    tab = open_tab(browser, None)
     tab.page.goto(fleet.url + "/docs")
     expect(tab.page.locator(".swagger-ui .info .title")).to_contain_text("Sluice")
     tab.page.screenshot(path=fleet.artifacts / "docs.png")
