@@ -103,5 +103,5 @@ def create_app(
     for router in (*job_queues.routers, jobs.router):  # quota-managed job queues
         app.include_router(router)
     app.include_router(web.router)  # the dashboard at /
-    app.include_router(web.data)
+    app.include_router(web.data_router)
     return app

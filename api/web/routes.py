@@ -3,8 +3,10 @@ only the dashboard needs (who the token is; accelerators per node).
 
 The shells and assets hold no data, so api.guard serves them without a token (everything
 under `/ui/`, and `/`); the data comes from the API, fetched by the page with the token.
-No page request solves anything: the pages read what the last tick left (the queue views,
-the watch streams) and the existing explanation routes.
+The dashboard adds no solve: its reads take what the last tick left (the queue views, the
+watch streams) and the store. The explanations it shows come from the existing routes
+(`GET /queues/{name}` for a blocked head, `GET /actions/{id}/explanation`), which do solve;
+the pages ask them once per new head or action state, not on every tick.
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ STATIC_PREFIX = "/ui/static"
 _HERE = Path(str(files("api.web")))
 _templates = Jinja2Templates(directory=_HERE / "templates")
 
-# Every file a page may load, by the name in its URL: a fixed list, so no path from a request
-# ever reaches the file system.
 # The API docs pages' files come from the fastapi-offline package (Swagger UI, Redoc and
 # FastAPI's favicon, with their licenses in its metadata).
 _DOCS_FILES = Path(str(files("fastapi_offline"))) / "static"
+# Every file a page may load, by the name in its URL: a fixed list, so no path from a request
+# ever reaches the file system.
 ASSETS: dict[str, Path] = {
     **{path.name: path for path in (_HERE / "static").iterdir() if path.is_file()},
     **{f"api-docs/{path.name}": path for path in _DOCS_FILES.iterdir() if path.is_file()},
@@ -53,7 +55,7 @@ DOCS_POLICY = (
 )
 
 router = APIRouter()
-data = APIRouter(prefix="/dashboard", tags=["dashboard"])
+data_router = APIRouter(prefix="/dashboard", tags=["dashboard"])
 
 # Every page's template (by its name) and title; the page's script reads its subject (a queue
 # or an action) from the `data-subject` the shell carries.
@@ -157,12 +159,12 @@ class Caller(BaseModel):
     queues: list[str]
 
 
-@data.get("/whoami")
+@data_router.get("/whoami")
 def whoami(who: PrincipalDep) -> Caller:
     return Caller(name=who.name, role=who.role, queues=sorted(who.queues))
 
 
-@data.get("/allocation")
+@data_router.get("/allocation")
 async def allocation(store: StoreDep, _: PrincipalDep) -> list[PoolAllocation]:
     """Accelerators in use on every node of every pool, as the store holds them now."""
     snapshot = await asyncio.to_thread(store.read_snapshot, datetime.now(UTC))
