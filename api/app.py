@@ -29,6 +29,7 @@ from api.routes import settings as org_settings
 from api.store.records import Store
 from api.store.sqlite import SqliteStore
 from api.ticker import TickFn, TickLoop, solver_tick
+from api.web import routes as web
 
 log = logging.getLogger("sluice.api")
 
@@ -88,6 +89,9 @@ def create_app(
         summary="Batch admission and placement: capped queues, solved as one model per tick.",
         version="0.1.0",
         lifespan=lifespan,
+        # The dashboard's router serves both docs pages with local assets (no CDN).
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.watchers = watch.Watchers(settings.max_watchers, settings.watch_keepalive_s)
     app.add_middleware(
@@ -100,4 +104,6 @@ def create_app(
         app.include_router(module.router)
     for router in (*job_queues.routers, jobs.router):  # quota-managed job queues
         app.include_router(router)
+    app.include_router(web.router)  # the dashboard at /
+    app.include_router(web.data_router)
     return app

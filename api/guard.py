@@ -15,8 +15,13 @@ from api.auth import Authenticator
 from api.errors import error_response
 from models.errors import RequestTooLarge, SluiceError
 
-OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
-"""Probes and the API's own documentation need no token."""
+OPEN_PATHS = frozenset(
+    {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/"}
+)
+"""Probes, the API's own documentation and the dashboard's front page need no token."""
+OPEN_PREFIX = "/ui/"
+"""The dashboard's page shells and assets (api.web): they hold no data, which the page fetches
+from the API with the token."""
 
 
 class RequestGuard:
@@ -32,7 +37,7 @@ class RequestGuard:
         try:
             principal = (
                 None
-                if scope["path"] in OPEN_PATHS
+                if scope["path"] in OPEN_PATHS or scope["path"].startswith(OPEN_PREFIX)
                 else self.authenticator.authenticate(_header(scope, b"authorization"))
             )
             body = await self._body(scope, receive)

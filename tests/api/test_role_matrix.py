@@ -58,6 +58,8 @@ MATRIX: list[tuple[str, str, str, Any, str]] = [
     ("GET", "/healthz", "/healthz", None, "open"),
     ("GET", "/metrics", "/metrics", None, "any"),
     ("GET", "/snapshot", "/snapshot", None, "any"),
+    ("GET", "/dashboard/whoami", "/dashboard/whoami", None, "any"),
+    ("GET", "/dashboard/allocation", "/dashboard/allocation", None, "any"),
     ("GET", "/settings", "/settings", None, "any"),
     ("PUT", "/settings", "/settings", {}, "admin"),
     ("POST", "/queues", "/queues", {"name": "new"}, "admin"),

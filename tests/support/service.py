@@ -103,8 +103,11 @@ class Server:
                 self.kill9()
 
 
-def start_server(db: Path, *, period_s: float = 0.2, extra: list[str] | None = None) -> Server:
-    port = free_port()
+def start_server(
+    db: Path, *, period_s: float = 0.2, extra: list[str] | None = None, port: int | None = None
+) -> Server:
+    """`port`: a port a stopped server of the same test used (a client reconnecting to it)."""
+    port = port or free_port()
     log = db.with_suffix(f".{port}.log")
     process = subprocess.Popen(
         [SLUICE, "serve", "--db", str(db), "--port", str(port), "--period", str(period_s)]
