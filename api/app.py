@@ -14,6 +14,7 @@ from api.auth import Authenticator
 from api.config import ServiceSettings
 from api.errors import document_errors, install_error_handlers
 from api.guard import OPEN_PATHS, RequestGuard
+from api.metrics import ServiceMetrics
 from api.routes import (
     actions,
     clusters,
@@ -51,6 +52,7 @@ def create_app(
         app.state.ticker = TickLoop(
             app.state.store, tick_fn or solver_tick(settings.time_limit_s), settings.period_s
         )
+        app.state.metrics = ServiceMetrics(app.state.store, app.state.ticker)
         background = [asyncio.create_task(app.state.ticker.run_forever(), name="tick-loop")]
         if settings.demo:
             from api.demo import DemoExecutor, load_demo_fleet

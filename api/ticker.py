@@ -55,6 +55,8 @@ class TickLoop:
         self.stats = TickStats()
         self.last_result: TickResult | None = None
         self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
+        # Called with the stats after each written-back tick (api.metrics' histogram).
+        self.on_tick: list[Callable[[TickStats], None]] = []
         self._ticked = asyncio.Condition()
         self._stopping = asyncio.Event()
         self._one_at_a_time = asyncio.Lock()  # ticks never overlap, whoever starts them
@@ -111,6 +113,8 @@ class TickLoop:
         async with self._ticked:
             self.stats.ticks += 1
             self._ticked.notify_all()
+        for listener in self.on_tick:
+            listener(self.stats)
         log.debug(
             "tick %d: %d scheduled, %d failed, %d waiting in %.3f s",
             self.stats.ticks,

@@ -15,6 +15,7 @@ from typing import Any
 from api.store.connection import SqliteFile, bump_generation, read_time, stored_time
 from api.store.records import (
     ActionRecord,
+    ActionTotals,
     EnvironmentRecord,
     Phase,
     QueueCounts,
@@ -33,6 +34,7 @@ from models.errors import (
 from models.snapshot import DEFAULT_QUEUE, Action, Cluster, Environment, Placement, Queue, Settings
 
 LIVE_SQL = "('queued', 'scheduled', 'running')"  # records.LIVE_PHASES, as SQL
+UNSPECIFIED_CODE = "UNSPECIFIED"  # the failure code of an executor's report that gave none
 
 
 def queue_body(queue: Queue) -> str:
@@ -174,6 +176,36 @@ class SqliteActions(SqliteFile):
         for queue, phase, count in rows:
             tallies.setdefault(queue, {})[phase] = count
         return {queue: QueueCounts(**tally) for queue, tally in tallies.items()}
+
+    def action_totals(self, bounds_s: tuple[float, ...]) -> dict[str, ActionTotals]:
+        """Per queue: actions submitted, scheduled and failed (by code), and how long the
+        scheduled ones waited, bucketed at `bounds_s`; one scan of the table."""
+        wait = "(julianday(scheduled_at) - julianday(submitted_at)) * 86400.0"
+        buckets = "".join(f", COALESCE(SUM({wait} <= ?), 0)" for _ in bounds_s)
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT queue, COUNT(*), COUNT(scheduled_at),"
+                f" COALESCE(SUM({wait}), 0.0){buckets} FROM actions GROUP BY queue",
+                bounds_s,
+            ).fetchall()
+            failures = conn.execute(
+                "SELECT queue, COALESCE(code, ?), COUNT(*) FROM actions WHERE phase = 'failed'"
+                " GROUP BY queue, code",
+                (UNSPECIFIED_CODE,),
+            ).fetchall()
+        failed: dict[str, dict[str, int]] = {}
+        for queue, code, count in failures:
+            failed.setdefault(queue, {})[code] = count
+        return {
+            queue: ActionTotals(
+                submitted=submitted,
+                scheduled=scheduled,
+                failed=failed.get(queue, {}),
+                wait_le=tuple(wait_le),
+                wait_sum_s=wait_sum_s,
+            )
+            for queue, submitted, scheduled, wait_sum_s, *wait_le in rows
+        }
 
     # -- clusters ------------------------------------------------------------------------------
 

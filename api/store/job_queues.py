@@ -260,6 +260,14 @@ class SqliteJobQueues(SqliteFile):
             counts.setdefault((queue, share), {})[phase.lower()] = count
         return {key: ShareCounts(**value) for key, value in counts.items()}
 
+    def preemption_totals(self) -> dict[str, int]:
+        """Preemptions per job queue, over every job the store holds."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT job_queue, SUM(preemptions) FROM jobs GROUP BY job_queue"
+            ).fetchall()
+        return dict(rows)
+
     # -- jobs ------------------------------------------------------------------------------------
 
     def submit_job(self, job: Job) -> JobRecord:

@@ -24,6 +24,7 @@ from api.client import Job, JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvir
 from api.store.sqlite import SqliteStore
 from models.arrow.tables import read_snapshot_stream
 from models.errors import FailedPrecondition
+from tests.support.metrics import value
 from tests.support.quota_builders import G5, P3, SEED_FIXTURE
 from tests.support.service import Service
 
@@ -231,7 +232,7 @@ def test_status_turns_invalid_with_its_reason_and_back(svc: Service) -> None:
     job = svc.ok("GET", "/jobs/a-1")
     assert (job["state"], job["waiting_reason"]) == ("QUEUED", "job_queue_not_ready")
     metrics = svc.http.get("/metrics").text
-    assert 'sluice_job_queue_valid{job_queue="training"} 0' in metrics
+    assert value(metrics, "sluice_job_queue_valid", job_queue="training") == 0
     _seed_fleet(svc)
     assert svc.ok("GET", "/job-queues/training")["reason"] == "JobQueue Healthy"
     svc.tick()
@@ -313,10 +314,11 @@ def test_seed_example_borrow_reclaim_and_back_in_line(svc: Service) -> None:
     assert svc.ok("GET", "/jobs/a-3")["state"] == "QUEUED"
     assert b1["submitted_at"] > again["submitted_at"]
     metrics = svc.http.get("/metrics").text
-    share_a = 'job_queue="training",share="project-a",instance_type="ml.g5.xlarge"'
-    assert f"sluice_quota_share_borrowed{{{share_a}}} 1" in metrics
-    jobs = 'sluice_quota_share_jobs{job_queue="training",share="project-a",state="queued"}'
-    assert f"{jobs} 1" in metrics
+    share_a = {"job_queue": "training", "share": "project-a"}
+    kind = {"instance_type": "ml.g5.xlarge"}
+    assert value(metrics, "sluice_quota_share_borrowed", **share_a, **kind) == 1
+    assert value(metrics, "sluice_quota_share_jobs", **share_a, state="queued") == 1
+    assert value(metrics, "sluice_preemptions_total", job_queue="training") == 1
     # The service's snapshot (GET /snapshot, Arrow) carries the job queues too.
     snapshot = read_snapshot_stream(svc.http.get("/snapshot").content)
     assert [q.name for q in snapshot.job_queues] == ["training"]
