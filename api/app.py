@@ -8,10 +8,12 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.routing import APIRoute
 
 from api.auth import Authenticator
 from api.config import ServiceSettings
+from api.deps import reject_unknown_query
 from api.errors import document_errors, install_error_handlers
 from api.guard import OPEN_PATHS, RequestGuard
 from api.metrics import ServiceMetrics
@@ -32,6 +34,13 @@ from api.store.sqlite import SqliteStore
 from api.ticker import TickFn, TickLoop, solver_tick
 
 log = logging.getLogger("sluice.api")
+
+
+def operation_id(route: APIRoute) -> str:
+    """The handler's name in camelCase (`createQueue`): stable, and what client generators
+    turn into method names."""
+    first, *rest = route.name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
 
 
 def create_app(
@@ -88,6 +97,8 @@ def create_app(
         summary="Batch admission and placement: capped queues, solved as one model per tick.",
         version="0.1.0",
         lifespan=lifespan,
+        dependencies=[Depends(reject_unknown_query)],
+        generate_unique_id_function=operation_id,
     )
     app.state.watchers = watch.Watchers(settings.max_watchers, settings.watch_keepalive_s)
     app.add_middleware(

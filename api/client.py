@@ -36,6 +36,7 @@ from models.errors import (
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+NEXT_PAGE_HEADER = "Next-Page-Token"  # api.deps sends it on every page but the last
 
 JSON = dict[str, Any]
 
@@ -72,13 +73,24 @@ class SluiceClient:
         params: dict[str, Any] | None = None,
     ) -> Any:
         """Send one request; return the decoded JSON body, or raise the server's error."""
+        response = self._send(method, path, body, params)
+        return response.json() if response.content else None
+
+    def page(self, path: str, params: dict[str, Any]) -> tuple[list[JSON], str | None]:
+        """One page of a listing and the token of the next one (None on the last page)."""
+        response = self._send("GET", path, None, params)
+        return response.json(), response.headers.get(NEXT_PAGE_HEADER)
+
+    def _send(
+        self, method: str, path: str, body: Any, params: dict[str, Any] | None
+    ) -> httpx.Response:
         try:
             response = self._http.request(method, path, json=body, params=params)
         except httpx.HTTPError as error:
             raise Unavailable(f"cannot reach the Sluice server at {self.url}: {error}") from None
         if response.is_error:
             raise _error_of(response)
-        return response.json() if response.content else None
+        return response
 
     def stream(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Any]:
         """The data of each server-sent event, decoded; an `error` event is raised."""
@@ -398,11 +410,49 @@ class Action(_Tracked):
         queue: str | None = None,
         state: str | None = None,
         cluster: str | None = None,
+        run: str | None = None,
         limit: int = 100,
+        order: str | None = None,
+        page_token: str | None = None,
         client: SluiceClient | None = None,
     ) -> list[JSON]:
-        params = _drop_unset(queue=queue, state=state, cluster=cluster, limit=limit)
-        return _client(client).request("GET", "/actions", params=params)
+        """The first page (or the page `page_token` names); `Action.page` also gives the
+        token of the next."""
+        return Action.page(
+            queue=queue,
+            state=state,
+            cluster=cluster,
+            run=run,
+            limit=limit,
+            order=order,
+            page_token=page_token,
+            client=client,
+        )[0]
+
+    @staticmethod
+    def page(
+        *,
+        queue: str | None = None,
+        state: str | None = None,
+        cluster: str | None = None,
+        run: str | None = None,
+        limit: int = 100,
+        order: str | None = None,
+        page_token: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> tuple[builtins.list[JSON], str | None]:
+        """Actions in arrival order (`order="desc"`: newest first) and the next page's token,
+        None on the last page."""
+        params = _drop_unset(
+            queue=queue,
+            state=state,
+            cluster=cluster,
+            run=run,
+            limit=limit,
+            order=order,
+            page_token=page_token,
+        )
+        return _client(client).page("/actions", params)
 
 
 class FleetConfig:

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_MEDIA_TYPE
 from pydantic import BaseModel
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
@@ -46,7 +45,15 @@ def healthz(ticker: TickerDep) -> JSONResponse:
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {}, OPENMETRICS_MEDIA_TYPE: {}}}},
+    responses={
+        200: {
+            "description": "Prometheus text, or OpenMetrics on request",
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "application/openmetrics-text": {"schema": {"type": "string"}},
+            },
+        }
+    },
 )
 def metrics(request: Request, _: PrincipalDep) -> Response:
     """Prometheus text, or OpenMetrics when the scraper asks for it (docs/http-api.md#metrics).
@@ -57,7 +64,16 @@ def metrics(request: Request, _: PrincipalDep) -> Response:
     return Response(encode(service_metrics.registry), media_type=media_type)
 
 
-@router.get("/snapshot", response_class=Response)
+@router.get(
+    "/snapshot",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Arrow IPC streams (docs/arrow)",
+            "content": {STREAM_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
 def snapshot(store: StoreDep, _: PrincipalDep) -> Response:
     """The input of a tick as of now, as Arrow IPC streams (see `sluice snapshot export`)."""
     body = io.BytesIO()

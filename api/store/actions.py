@@ -12,11 +12,20 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from api.store.connection import SqliteFile, bump_generation, read_time, stored_time
+from api.store.connection import (
+    SqliteFile,
+    bump_generation,
+    read_page,
+    read_time,
+    stored_time,
+)
 from api.store.records import (
+    FIRST_PAGE,
     ActionRecord,
     ActionTotals,
     EnvironmentRecord,
+    Listing,
+    Page,
     Phase,
     QueueCounts,
     QueueRecord,
@@ -459,20 +468,21 @@ class SqliteActions(SqliteFile):
         queue: str | None = None,
         phase: Phase | None = None,
         cluster: str | None = None,
-        limit: int = 100,
-    ) -> list[ActionRecord]:
-        """Actions in arrival order, filtered; executors poll `phase=scheduled` here."""
-        where, args = [], []
-        for column, value in (("queue", queue), ("phase", phase), ("cluster", cluster)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(str(value))
-        sql = f"SELECT {self._ACTION_COLUMNS} FROM actions"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        run: str | None = None,
+        listing: Listing = FIRST_PAGE,
+    ) -> Page[ActionRecord]:
+        """A page of actions in arrival order, filtered; executors poll `phase=scheduled`."""
+        filters: list[tuple[str, object]] = [
+            ("queue = ?", queue),
+            ("phase = ?", None if phase is None else phase.value),
+            ("cluster = ?", cluster),
+            ("COALESCE(json_extract(body, '$.run'), id) = ?", run),  # a run defaults to the id
+        ]
         with self._read() as conn:
-            rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
-        return [self._action_record(row) for row in rows]
+            rows, next_after = read_page(
+                conn, f"SELECT seq, {self._ACTION_COLUMNS} FROM actions", filters, listing
+            )
+        return Page([self._action_record(row) for row in rows], next_after)
 
     def cancel_action(self, action_id: str, now: datetime) -> ActionRecord:
         with self._write() as conn:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from models.errors import ErrorCode, FailedPrecondition
 from models.quota import (
@@ -55,6 +55,39 @@ class Phase(StrEnum):
 
 
 LIVE_PHASES = (Phase.QUEUED, Phase.SCHEDULED, Phase.RUNNING)
+
+
+class Order(StrEnum):
+    """Which way a listing runs through arrival order."""
+
+    ASC = "asc"  # oldest first
+    DESC = "desc"  # newest first
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One page of a listing of actions or jobs: keyset pagination over arrival order.
+
+    A page starts after the arrival number `after` the previous page ended at, so pages
+    stay right while rows are added (no offset that shifts under the reader).
+    """
+
+    limit: int = 100
+    order: Order = Order.ASC
+    after: int | None = None
+    submitted_after: datetime | None = None  # both bounds exclusive
+    submitted_before: datetime | None = None
+
+
+FIRST_PAGE = Listing()
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Page(Generic[R]):
+    items: list[R]
+    next_after: int | None  # where the next page starts; None on the last page
 
 
 @dataclass(frozen=True)
@@ -246,8 +279,8 @@ class QuotaStore(Protocol):
         job_queue: str | None = None,
         share: str | None = None,
         phase: JobPhase | None = None,
-        limit: int = 100,
-    ) -> list[JobRecord]: ...
+        listing: Listing = FIRST_PAGE,
+    ) -> Page[JobRecord]: ...
     def cancel_job(self, job_id: str, now: datetime) -> JobRecord: ...
     def report_job(
         self,
@@ -292,8 +325,9 @@ class Store(QuotaStore, Protocol):
         queue: str | None = None,
         phase: Phase | None = None,
         cluster: str | None = None,
-        limit: int = 100,
-    ) -> list[ActionRecord]: ...
+        run: str | None = None,
+        listing: Listing = FIRST_PAGE,
+    ) -> Page[ActionRecord]: ...
     def cancel_action(self, action_id: str, now: datetime) -> ActionRecord: ...
     def report(
         self,

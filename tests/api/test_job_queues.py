@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from api.cli.context import Remote
 from api.cli.main import main
 from api.client import Job, JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvironment
+from api.store.records import Listing
 from api.store.sqlite import SqliteStore
 from models.arrow.tables import read_snapshot_stream
 from models.errors import FailedPrecondition
@@ -44,10 +45,11 @@ SEED_QUEUE: dict[str, Any] = {
 }
 
 
-def _seed_fleet(svc: Service) -> None:
-    """The seed's policy and environment: "een maximale capaciteit van 3" for ml.g5.xlarge."""
-    svc.ok("PUT", "/scheduling-policies/quota-policy", POLICY)
-    svc.ok("PUT", "/service-environments/sagemaker-g5", {"capacity_limits": {G5: 3}})
+def _seed_fleet(svc: Service, status: int = 201) -> None:
+    """The seed's policy and environment: "een maximale capaciteit van 3" for ml.g5.xlarge
+    (`status` 201 when the PUTs create them, 200 when they replace them)."""
+    svc.ok("PUT", "/scheduling-policies/quota-policy", POLICY, status)
+    svc.ok("PUT", "/service-environments/sagemaker-g5", {"capacity_limits": {G5: 3}}, status)
 
 
 @pytest.fixture
@@ -187,8 +189,8 @@ def test_create_refuses_every_seed_limit_naming_the_field(svc: Service) -> None:
     """ "Every limit in the seed is validated with a clear error (21 shares, 0 or 6 limits, an
     unsupported instance type, a borrow limit on a non-borrowing share)." """
     _seed_fleet(svc)
-    svc.ok("PUT", "/scheduling-policies/plain", {})
-    svc.ok("PUT", "/service-environments/taken", {"capacity_limits": {G5: 1}})
+    svc.ok("PUT", "/scheduling-policies/plain", {}, status=201)
+    svc.ok("PUT", "/service-environments/taken", {"capacity_limits": {G5: 1}}, status=201)
     other = {**copy.deepcopy(SEED_QUEUE), "name": "other", "service_environment": "taken"}
     svc.ok("POST", "/job-queues", other, status=201)
     for case, change, status, field, fragment in BAD_CREATES:
@@ -233,7 +235,7 @@ def test_status_turns_invalid_with_its_reason_and_back(svc: Service) -> None:
     assert (job["state"], job["waiting_reason"]) == ("QUEUED", "job_queue_not_ready")
     metrics = svc.http.get("/metrics").text
     assert value(metrics, "sluice_job_queue_valid", job_queue="training") == 0
-    _seed_fleet(svc)
+    _seed_fleet(svc, status=200)
     assert svc.ok("GET", "/job-queues/training")["reason"] == "JobQueue Healthy"
     svc.tick()
     assert svc.ok("GET", "/jobs/a-1")["state"] == "SCHEDULED"
@@ -353,6 +355,7 @@ def test_in_share_preemption_and_lowered_limits_through_the_api(svc: Service) ->
         "PUT",
         "/job-queues/training/shares/project-d",
         {"capacity_limits": {G5: 0}, "strategy": "LEND_AND_BORROW", "borrow_limit": 100},
+        status=201,
     )
     assert [s["name"] for s in queue["shares"]][-1] == "project-d"
 
@@ -472,7 +475,7 @@ def test_a_schema_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         conn.execute("DROP TABLE jobs")
     store = SqliteStore(path)
     try:
-        assert store.list_jobs(limit=1) == []  # the jobs table is back
+        assert store.list_jobs(listing=Listing(limit=1)).items == []  # the jobs table is back
     finally:
         store.close()
     with sqlite3.connect(path) as conn:

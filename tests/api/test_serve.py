@@ -134,4 +134,4 @@ def test_the_ticker_counts_an_overtaken_tick_and_replans(tmp_path: Path) -> None
         assert value(svc.http.get("/metrics").text, "sluice_ticks_overtaken_total") == 1
         assert svc.ok("GET", "/healthz")["status"] == "ok"
         svc.tick()
-        assert [r.action.id for r in store.list_actions(phase=Phase.SCHEDULED)] == ["a0"]
+        assert [r.action.id for r in store.list_actions(phase=Phase.SCHEDULED).items] == ["a0"]
