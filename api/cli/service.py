@@ -29,7 +29,42 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@click.command()
+def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None) -> Path | None:
+    """`--config FILE`: a YAML mapping of serve's options (`db: /var/lib/sluice.db`,
+    `period: 5`), below the command line and the environment."""
+    if path is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise InvalidInput(f"--config {path}: {error}", field="config") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"--config {path}: expected a mapping of options", field="config")
+    known = {param.name for param in ctx.command.params if param.name != "config"}
+    options = {str(key).replace("-", "_"): value for key, value in data.items()}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InvalidInput(
+            f"--config {path}: unknown options {', '.join(unknown)}; serve takes"
+            f" {', '.join(sorted(str(name) for name in known))}",
+            field="config",
+        )
+    ctx.default_map = {**(ctx.default_map or {}), **options}
+    return path
+
+
+@click.command(context_settings={"auto_envvar_prefix": "SLUICE", "show_default": True})
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    is_eager=True,
+    expose_value=False,
+    callback=_read_config_file,
+    help="YAML file of these options (db, port, period, ...); the command line and SLUICE_*"
+    " variables override it.",
+)
 @click.option(
     "--db",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -37,8 +72,8 @@ def is_loopback(host: str) -> bool:
     show_default=True,
     help="The SQLite file holding all state (created if missing).",
 )
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on.")
 @click.option("--period", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds between ticks.")  # fmt: skip
 @click.option("--time-limit", type=click.FloatRange(min=0.01),
@@ -59,6 +94,7 @@ def is_loopback(host: str) -> bool:
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
     show_default=True,
+    help="The least severe log records written.",
 )
 def serve(
     db: Path,
@@ -72,6 +108,10 @@ def serve(
     log_level: str,
 ) -> None:
     """Run the tick service: REST API (docs at /docs), tick loop, SQLite store.
+
+    Every option can also be set from the environment as SLUICE_<OPTION> (SLUICE_DB,
+    SLUICE_PORT, SLUICE_TIME_LIMIT, ...) or from a --config file; the effective
+    configuration is printed at start.
 
     Without --auth every caller is an admin, so the server listens only on loopback
     unless --insecure is given. The store is opened (and its file locked, see
@@ -100,6 +140,12 @@ def serve(
     settings = ServiceSettings(
         db_path=db, period_s=period, tick_time_limit_s=time_limit, auth_file=auth, demo=demo
     )
+    effective = {
+        "db": db, "host": host, "port": port, "period": period, "time_limit": settings.time_limit_s,
+        "demo": demo, "auth": auth, "insecure": insecure, "log_level": log_level,
+    }  # fmt: skip
+    # No option holds a secret (the tokens stay in the --auth file), so all are printed.
+    click.echo("config: " + " ".join(f"{k}={v}" for k, v in effective.items()), err=True)
     store = SqliteStore(db)
     try:
         app = create_app(settings, store=store)
