@@ -77,6 +77,7 @@ class TickLoop:
                     self.stats.ticks,
                     elapsed,
                     self.period_s,
+                    extra={"tick": self.stats.ticks},
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
@@ -91,12 +92,16 @@ class TickLoop:
                 result, applied, phases = await asyncio.to_thread(self._tick_blocking)
             except SnapshotOvertaken as error:
                 self.stats.overtaken += 1
-                log.info("tick not applied: %s", error.message)  # expected after a change
+                log.info(  # expected after a change
+                    "tick not applied: %s", error.message, extra={"tick": self.stats.ticks + 1}
+                )
                 return None
             except Exception as error:  # a bug in one tick must not stop the service
                 self.stats.failures += 1
                 self.stats.last_error = f"{type(error).__name__}: {error}"
-                log.exception("tick failed; retrying next period")
+                log.exception(
+                    "tick failed; retrying next period", extra={"tick": self.stats.ticks + 1}
+                )
                 return None
             return await self._record(result, applied, phases, started)
 
@@ -122,6 +127,12 @@ class TickLoop:
             applied.failed,
             len(result.waiting),
             self.stats.last_duration_s,
+            extra={
+                "tick": self.stats.ticks,
+                "scheduled": [decision.action for decision in result.scheduled],
+                "failed": [failure.action for failure in result.failed],
+                "stale": applied.stale,
+            },
         )
         return result
 

@@ -10,6 +10,8 @@ quick to start.
 from __future__ import annotations
 
 import ipaddress
+import json
+import logging
 from pathlib import Path
 
 import click
@@ -17,6 +19,25 @@ import click
 from api.cli.job_queues import quota_summary
 from api.cli.render import tick_json, tick_summary
 from models.errors import InvalidInput
+
+_RECORD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message"}
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, and the record's extra fields
+    (the tick loop's `tick` and the action ids it scheduled, failed or found stale)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            **{key: value for key, value in vars(record).items() if key not in _RECORD_FIELDS},
+        }
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
 
 
 def is_loopback(host: str) -> bool:
@@ -96,6 +117,13 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
     show_default=True,
     help="The least severe log records written.",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object a line, with the tick number and action ids as fields.",
+)
 def serve(
     db: Path,
     host: str,
@@ -106,6 +134,7 @@ def serve(
     auth: Path | None,
     insecure: bool,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Run the tick service: REST API (docs at /docs), tick loop, SQLite store.
 
@@ -126,23 +155,26 @@ def serve(
             field="host",
         )
     # Imported here so that client commands start fast.
-    import logging
-
     import uvicorn
 
     from api.app import create_app
     from api.config import ServiceSettings
     from api.store.sqlite import SqliteStore
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonLogFormatter()
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    logging.basicConfig(level=log_level.upper(), handlers=[handler])
     settings = ServiceSettings(
         db_path=db, period_s=period, tick_time_limit_s=time_limit, auth_file=auth, demo=demo
     )
     effective = {
         "db": db, "host": host, "port": port, "period": period, "time_limit": settings.time_limit_s,
         "demo": demo, "auth": auth, "insecure": insecure, "log_level": log_level,
+        "log_format": log_format,
     }  # fmt: skip
     # No option holds a secret (the tokens stay in the --auth file), so all are printed.
     click.echo("config: " + " ".join(f"{k}={v}" for k, v in effective.items()), err=True)
@@ -154,7 +186,15 @@ def serve(
             f"Sluice on http://{host}:{port} (API docs at /docs), state in {db}, {access}",
             err=True,
         )
-        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=3)
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=3,
+            # In json, uvicorn's loggers go through the root handler above, not their own.
+            log_config=None if log_format == "json" else uvicorn.config.LOGGING_CONFIG,
+        )
     finally:
         store.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import uvicorn
 from click.testing import CliRunner
 
 from api.cli.main import main
+from api.cli.service import JsonLogFormatter
 
 
 @pytest.fixture
@@ -33,8 +36,9 @@ def test_environment_over_config_file_over_defaults(
         env={"SLUICE_PORT": "9002", "SLUICE_TIME_LIMIT": "1.5"},
     )
     assert result.exit_code == 0, result.output
-    assert no_server == [{"host": "127.0.0.1", "port": 9002, "log_level": "warning",
-                          "timeout_graceful_shutdown": 3}]  # fmt: skip
+    assert [(run["host"], run["port"], run["log_level"]) for run in no_server] == [
+        ("127.0.0.1", 9002, "warning")
+    ]
     line = next(line for line in result.stderr.splitlines() if line.startswith("config: "))
     for setting in (f"db={tmp_path / 'file.db'}", "port=9002", "period=5.0", "time_limit=1.5"):
         assert setting in line.split(), line
@@ -51,3 +55,21 @@ def test_an_unknown_option_in_the_config_file_is_refused(
     result = CliRunner().invoke(main, ["serve", "--config", str(config)])
     assert result.exit_code != 0 and "unknown options prot" in result.output
     assert no_server == []
+
+
+def test_json_logs_carry_the_tick_and_action_ids() -> None:
+    """Issue 17: "Structured JSON logs on request (`--log-format json`), with tick number and
+    action ids as fields"."""
+    record = logging.LogRecord("sluice.tick", logging.DEBUG, "", 0, "tick %d", (3,), None)
+    record.__dict__.update(tick=3, scheduled=["a1", "a2"])
+    line = json.loads(JsonLogFormatter().format(record))
+    assert (line["message"], line["level"], line["logger"]) == ("tick 3", "debug", "sluice.tick")
+    assert (line["tick"], line["scheduled"]) == (3, ["a1", "a2"])
+
+
+def test_serve_takes_log_format_json(tmp_path: Path, no_server: list[dict[str, Any]]) -> None:
+    db = tmp_path / "s.db"
+    result = CliRunner().invoke(main, ["serve", "--db", str(db)], env={"SLUICE_LOG_FORMAT": "json"})
+    assert result.exit_code == 0, result.output
+    assert no_server[0]["log_config"] is None
+    assert "log_format=json" in result.stderr
