@@ -15,8 +15,9 @@ devices (typed accelerators and untyped `gpu`) by device, other named resources 
 units by resource.
 
 Adding a metric is one edit: a process counter of `TickStats` is one line in `TICK_COUNTERS`,
-a per-queue gauge one line in `QUEUE_GAUGES`, a per-job-queue gauge one in `JOB_QUEUE_GAUGES`;
-anything else is one `yield` of a metric family in `SluiceCollector.collect`.
+a gauge of it one in `TICK_GAUGES`, a per-queue gauge one in `QUEUE_GAUGES`, a per-job-queue
+gauge one in `JOB_QUEUE_GAUGES`; anything else is one `yield` of a metric family in
+`SluiceCollector.collect`.
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ TICK_COUNTERS = (
         "sluice_ticks_overtaken",
         "Ticks not applied because the store changed since their snapshot (process counter).",
         "overtaken",
+    ),
+)
+
+# (name, help, value): gauges of the tick loop's state.
+TICK_GAUGES: tuple[tuple[str, str, Callable[[TickStats], float]], ...] = (
+    (
+        "sluice_tick_failing",
+        "1 while the last tick failed (/healthz is degraded).",
+        lambda stats: int(stats.last_error is not None),
     ),
 )
 
@@ -220,11 +230,8 @@ def _tick_metrics(stats: TickStats) -> Iterator[Metric]:
     for phase, seconds in stats.phases_s.items():
         phases.add_metric([phase], seconds)
     yield phases
-    yield GaugeMetricFamily(
-        "sluice_tick_failing",
-        "1 while the last tick failed (/healthz is degraded).",
-        int(stats.last_error is not None),
-    )
+    for name, text, value in TICK_GAUGES:
+        yield GaugeMetricFamily(name, text, value(stats))
     if stats.last_finished_at is not None:
         yield GaugeMetricFamily(
             "sluice_last_tick_timestamp_seconds",
