@@ -221,7 +221,8 @@ def _action_metrics(store: Store) -> Iterator[Metric]:
     yield from (submitted, scheduled, failed, wait)
 
 
-def _tick_metrics(stats: TickStats) -> Iterator[Metric]:
+def tick_metric_families(stats: TickStats) -> Iterator[Metric]:
+    """The tick loop's metrics, from its stats alone (a test reads them without an app)."""
     for name, text, attribute in TICK_COUNTERS:
         yield CounterMetricFamily(name, text, getattr(stats, attribute))
     phases = GaugeMetricFamily(
@@ -330,7 +331,7 @@ class SluiceCollector(Collector):
         yield info
         yield from _queue_metrics(queue_views(self.store, self.ticker))
         yield from _action_metrics(self.store)
-        yield from _tick_metrics(self.ticker.stats)
+        yield from tick_metric_families(self.ticker.stats)
         yield from _quota_metrics(
             job_queue_views(self.store, self.ticker), self.store.preemption_totals()
         )

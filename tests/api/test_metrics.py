@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from api.metrics import tick_metric_families
+from api.ticker import TickStats
 from tests.support.metrics import families, samples, value
 from tests.support.service import Service, service
 
@@ -92,3 +94,12 @@ def test_openmetrics_on_request(svc: Service) -> None:
     response = svc.http.get("/metrics", headers={"accept": "application/openmetrics-text"})
     assert response.headers["content-type"].startswith("application/openmetrics-text")
     assert response.text.rstrip().endswith("# EOF")
+
+
+def test_tick_metrics_from_stats_alone() -> None:
+    """What a test of the tick loop's counters reads, without an app."""
+    stats = TickStats(ticks=5, overtaken=3, last_error="RuntimeError: bug")
+    values = {s.name: s.value for f in tick_metric_families(stats) for s in f.samples}
+    assert values["sluice_ticks_total"] == 5 and values["sluice_ticks_overtaken_total"] == 3
+    assert values["sluice_tick_failing"] == 1
+    assert "sluice_last_tick_timestamp_seconds" not in values  # no tick written back yet
