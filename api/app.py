@@ -8,12 +8,15 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.routing import APIRoute
 
 from api.auth import Authenticator
 from api.config import ServiceSettings
+from api.deps import reject_unknown_query
 from api.errors import document_errors, install_error_handlers
 from api.guard import OPEN_PATHS, RequestGuard
+from api.metrics import ServiceMetrics
 from api.routes import (
     actions,
     clusters,
@@ -32,6 +35,13 @@ from api.ticker import TickFn, TickLoop, solver_tick
 from api.web import routes as web
 
 log = logging.getLogger("sluice.api")
+
+
+def operation_id(route: APIRoute) -> str:
+    """The handler's name in camelCase (`createQueue`): stable, and what client generators
+    turn into method names."""
+    first, *rest = route.name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
 
 
 def create_app(
@@ -54,6 +64,7 @@ def create_app(
             tick_fn or solver_tick(settings.time_limit_s, settings.wall_guard_s),
             settings.period_s,
         )
+        app.state.metrics = ServiceMetrics(app.state.store, app.state.ticker)
         background = [asyncio.create_task(app.state.ticker.run_forever(), name="tick-loop")]
         if settings.demo:
             from api.demo import DemoExecutor, load_demo_fleet
@@ -92,6 +103,8 @@ def create_app(
         # The dashboard's router serves both docs pages with local assets (no CDN).
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(reject_unknown_query)],
+        generate_unique_id_function=operation_id,
     )
     app.state.watchers = watch.Watchers(settings.max_watchers, settings.watch_keepalive_s)
     app.add_middleware(

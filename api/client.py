@@ -18,11 +18,14 @@ models.errors (`ResourceExhausted`, `MaxQueuedTimeExceededError`, ...).
 from __future__ import annotations
 
 import builtins
+import email.utils
 import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 import httpx
 
@@ -36,12 +39,76 @@ from models.errors import (
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+NEXT_PAGE_HEADER = "Next-Page-Token"  # api.deps sends it on every page but the last
 
 JSON = dict[str, Any]
 
 
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    """The wait a `Retry-After` header asks for (seconds or an HTTP date), None without one."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+class RetryTransport(httpx.BaseTransport):
+    """Retries an idempotent request that could not get an answer (a dropped connection, a
+    reset) with exponential backoff, and any request the server answers with 429 or 503 and
+    a `Retry-After` header, after the wait it asks for.
+
+    Connect errors are retried by the wrapped `httpx.HTTPTransport(retries=...)` for every
+    method (nothing was sent yet). A 429 without `Retry-After` (a full queue) is an answer, not
+    a retry: it is raised as RESOURCE_EXHAUSTED at once.
+    """
+
+    def __init__(
+        self,
+        inner: httpx.BaseTransport,
+        retries: int = 3,
+        backoff_s: float = 0.25,
+        max_wait_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.inner = inner
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_wait_s = max_wait_s
+        self.sleep = sleep
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                response = self.inner.handle_request(request)
+            except httpx.TransportError:
+                if last or request.method not in IDEMPOTENT:
+                    raise
+                self.sleep(min(self.max_wait_s, self.backoff_s * 2**attempt))
+                continue
+            wait = retry_after_s(response) if response.status_code in (429, 503) else None
+            if wait is None or last or wait > self.max_wait_s:
+                return response
+            response.close()
+            self.sleep(wait)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class SluiceClient:
-    """One connection to a server: address, token, and the error mapping."""
+    """One connection to a server: address, token, retries, and the error mapping."""
 
     def __init__(
         self,
@@ -49,13 +116,18 @@ class SluiceClient:
         token: str | None = None,
         timeout_s: float = 30.0,
         http: httpx.Client | None = None,
+        retries: int = 3,
     ) -> None:
-        """`http` replaces the connection (a FastAPI TestClient, in tests)."""
+        """`http` replaces the connection (a FastAPI TestClient, in tests); `retries` is how
+        often a request that got no answer, or a 429/503 with `Retry-After`, is tried again."""
         self.url = (url or os.environ.get("SLUICE_URL") or DEFAULT_URL).rstrip("/")
         token = token or os.environ.get("SLUICE_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if http is None:
-            http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+            transport = RetryTransport(httpx.HTTPTransport(retries=retries), retries)
+            http = httpx.Client(
+                base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
+            )
         else:
             http.headers.update(headers)
         self._http = http
@@ -72,37 +144,90 @@ class SluiceClient:
         params: dict[str, Any] | None = None,
     ) -> Any:
         """Send one request; return the decoded JSON body, or raise the server's error."""
+        response = self._send(method, path, body, params)
+        return response.json() if response.content else None
+
+    def page(self, path: str, params: dict[str, Any]) -> tuple[list[JSON], str | None]:
+        """One page of a listing and the token of the next one (None on the last page)."""
+        response = self._send("GET", path, None, params)
+        return response.json(), response.headers.get(NEXT_PAGE_HEADER)
+
+    def _send(
+        self, method: str, path: str, body: Any, params: dict[str, Any] | None
+    ) -> httpx.Response:
         try:
             response = self._http.request(method, path, json=body, params=params)
         except httpx.HTTPError as error:
             raise Unavailable(f"cannot reach the Sluice server at {self.url}: {error}") from None
         if response.is_error:
             raise _error_of(response)
-        return response.json() if response.content else None
+        return response
 
-    def stream(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Any]:
-        """The data of each server-sent event, decoded; an `error` event is raised."""
-        try:
-            with self._http.stream(
-                "GET", path, params=params, timeout=httpx.Timeout(30.0, read=None)
-            ) as response:
-                if response.is_error:
-                    response.read()
-                    raise _error_of(response)
-                event, data = "message", []
-                for line in response.iter_lines():
-                    if line.startswith("event:"):
-                        event = line[6:].strip()
-                    elif line.startswith("data:"):
-                        data.append(line[5:].strip())
-                    elif not line and data:
-                        decoded = json.loads("\n".join(data))
-                        if event == "error":
-                            raise error_from_code(**decoded)
+    def stream(
+        self, path: str, params: dict[str, Any] | None = None, *, reconnects: int = 5
+    ) -> Iterator[Any]:
+        """The data of each server-sent event, decoded; an `error` event is raised.
+
+        A stream that drops (or that the server closes, as it does when it restarts) is
+        opened again with `Last-Event-ID`, after a backoff; a `limit` counts the events of
+        every connection. `reconnects` connections in a row without an event raise UNAVAILABLE.
+        """
+        params = dict(params or {})
+        limit = params.get("limit")
+        last_id: str | None = None
+        sent = fruitless = 0
+        while True:
+            if limit is not None:
+                params["limit"] = limit - sent
+            headers = {"Last-Event-ID": last_id} if last_id is not None else {}
+            problem = "the server closed it"
+            got_one = False
+            try:
+                with self._http.stream(
+                    "GET", path, params=params, headers=headers, timeout=_STREAM_TIMEOUT
+                ) as response:
+                    if response.is_error:
+                        response.read()
+                        raise _error_of(response)
+                    for event_id, decoded in _server_events(response.iter_lines()):
+                        got_one = True
+                        last_id = event_id if event_id is not None else last_id
+                        sent += 1
                         yield decoded
-                        event, data = "message", []
-        except httpx.HTTPError as error:
-            raise Unavailable(f"lost the stream from {self.url}: {error}") from None
+                        if limit is not None and sent >= limit:
+                            return
+            except httpx.HTTPError as error:
+                problem = str(error) or type(error).__name__
+            fruitless = 0 if got_one else fruitless + 1
+            if fruitless > reconnects:
+                raise Unavailable(f"lost the stream from {self.url}: {problem}")
+            time.sleep(min(5.0, 0.25 * 2**fruitless))
+
+
+_STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)  # idle streams get keep-alive comments
+
+
+def _server_events(lines: Iterator[str]) -> Iterator[tuple[str | None, Any]]:
+    """(id, decoded data) of each server-sent event; an `error` event is raised."""
+    event, event_id, data = "message", None, []
+    for line in lines:
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif not line and data:
+            decoded = json.loads("\n".join(data))
+            if event == "error":
+                raise error_from_code(**decoded)
+            yield event_id, decoded
+            event, event_id, data = "message", None, []
+
+
+def _path(base: str, *segments: str) -> str:
+    """`base` and the segments, each URL-encoded: a name with `/`, `?` or `#` stays one segment."""
+    return "/".join([base, *(quote(segment, safe="") for segment in segments)])
 
 
 def _error_of(response: httpx.Response) -> SluiceError:
@@ -209,13 +334,13 @@ class Queue:
             changes["max_gpus"] = None
         if clear_max_accelerators:
             changes["max_accelerators"] = {}
-        return _client(client).request("PATCH", f"/queues/{name}", body=changes)
+        return _client(client).request("PATCH", _path("/queues", name), body=changes)
 
     @staticmethod
     def details(name: str, *, client: SluiceClient | None = None) -> JSON:
         """Settings and usage: in_flight_resources, max_resources, accelerator_charges,
         max_gpus, max_accelerators, scheduling, head_blocked, head_blocked_since, ..."""
-        return _client(client).request("GET", f"/queues/{name}")
+        return _client(client).request("GET", _path("/queues", name))
 
     @staticmethod
     def list(pools: list[str] | None = None, *, client: SluiceClient | None = None) -> list[JSON]:
@@ -226,7 +351,7 @@ class Queue:
         name: str, *, limit: int | None = None, client: SluiceClient | None = None
     ) -> Iterator[JSON]:
         """The queue's details now and after every tick."""
-        return _client(client).stream(f"/watch/queues/{name}", _drop_unset(limit=limit))
+        return _client(client).stream(_path("/watch", "queues", name), _drop_unset(limit=limit))
 
     @staticmethod
     def watch_pool(
@@ -241,11 +366,19 @@ class Queue:
     @staticmethod
     def drain(name: str, *, undo: bool = False, client: SluiceClient | None = None) -> JSON:
         """Accept nothing new (or, with undo, accept again); what is there still runs."""
-        return _client(client).request("POST", f"/queues/{name}/{'undrain' if undo else 'drain'}")
+        return _client(client).request(
+            "POST", _path("/queues", name, "undrain" if undo else "drain")
+        )
 
     @staticmethod
     def delete(name: str, *, client: SluiceClient | None = None) -> None:
-        _client(client).request("DELETE", f"/queues/{name}")
+        _client(client).request("DELETE", _path("/queues", name))
+
+
+def _every(poll_s: float) -> Iterator[None]:
+    while True:
+        time.sleep(poll_s)
+        yield
 
 
 def _wait(
@@ -254,16 +387,17 @@ def _wait(
     until: tuple[str, ...],
     failed_and_done: tuple[str, ...],
     timeout_s: float | None,
-    poll_s: float,
+    changes: Callable[[JSON], Iterator[object]],
 ) -> JSON:
-    """Poll `fetch` until its state is in `until`.
+    """Fetch until the state is in `until`, again after each item of `changes(first found)`.
 
     `failed_and_done` starts with the failed state (raised as its code's error, so a
     caller can resubmit elsewhere), then the other states nothing comes after.
     """
     started = time.monotonic()
+    found = fetch()
+    following: Iterator[object] | None = None  # opened only if the first read does not settle
     while True:
-        found = fetch()
         state = found["state"]
         if state in until:
             return found
@@ -273,7 +407,10 @@ def _wait(
             raise FailedPrecondition(f"{what} is {state}")
         if timeout_s is not None and time.monotonic() - started > timeout_s:
             raise Unavailable(f"{what} is still {state} after {timeout_s:g} s")
-        time.sleep(poll_s)
+        if following is None:
+            following = changes(found)
+        next(following)
+        found = fetch()
 
 
 class _Resource:
@@ -284,7 +421,7 @@ class _Resource:
     @classmethod
     def get(cls, item_id: str, *, client: SluiceClient | None = None) -> JSON:
         """Its settings and state; a job also says its last_preemption and why it waits."""
-        return _client(client).request("GET", f"{cls._path}/{item_id}")
+        return _client(client).request("GET", _path(cls._path, item_id))
 
     @classmethod
     def list(cls, *, client: SluiceClient | None = None) -> builtins.list[JSON]:
@@ -301,7 +438,7 @@ class _Tracked(_Resource):
 
     @classmethod
     def cancel(cls, item_id: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("POST", f"{cls._path}/{item_id}/cancel")
+        return _client(client).request("POST", _path(cls._path, item_id, "cancel"))
 
     @classmethod
     def report(
@@ -315,7 +452,7 @@ class _Tracked(_Resource):
     ) -> JSON:
         """For executors: `started`, `succeeded` or `failed`; refused for a preempted job."""
         body = _drop_unset(outcome=outcome, code=code, message=message)
-        return _client(client).request("POST", f"{cls._path}/{item_id}/report", body=body)
+        return _client(client).request("POST", _path(cls._path, item_id, "report"), body=body)
 
     @classmethod
     def wait(
@@ -330,7 +467,9 @@ class _Tracked(_Resource):
         """Wait until it reaches one of `until` (by default scheduled, running or succeeded).
 
         A failed one raises its code's exception (MaxQueuedTimeExceededError,
-        Infeasible, DeadlineExceeded, ...), so a caller can resubmit elsewhere.
+        Infeasible, DeadlineExceeded, ...), so a caller can resubmit elsewhere. An action
+        is read again after each tick (its queue's watch stream); a job every `poll_s`.
+        `timeout_s` is checked at each of those.
         """
         return _wait(
             f"{cls._noun} {item_id}",
@@ -338,8 +477,13 @@ class _Tracked(_Resource):
             cls._until if until is None else until,
             cls._failed_and_done,
             timeout_s,
-            poll_s,
+            lambda found: cls._changes(found, poll_s, _client(client)),
         )
+
+    @classmethod
+    def _changes(cls, found: JSON, poll_s: float, client: SluiceClient) -> Iterator[object]:
+        """When to read it again: every `poll_s`."""
+        return _every(poll_s)
 
 
 class Action(_Tracked):
@@ -349,6 +493,12 @@ class Action(_Tracked):
     _noun = "action"
     _until = ("scheduled", "running", "succeeded")
     _failed_and_done = ("failed", "succeeded", "cancelled")
+
+    @classmethod
+    def _changes(cls, found: JSON, poll_s: float, client: SluiceClient) -> Iterator[object]:
+        """After each tick: its queue's watch stream (its first event, at once, covers a tick
+        between the first read and the stream's start)."""
+        return Queue.watch(found["queue"], client=client)
 
     @staticmethod
     def spec(
@@ -381,10 +531,35 @@ class Action(_Tracked):
         )
 
     @staticmethod
-    def submit(*, client: SluiceClient | None = None, **spec: Any) -> JSON:
-        """Queue one action (keywords as in `Action.spec`); raises ResourceExhausted when the
+    def submit(
+        *,
+        queue: str | None = None,
+        resources: Mapping[str, str | int] | None = None,
+        gpu: str | int | None = None,
+        node_selector: dict[str, str] | None = None,
+        containers: list[JSON] | None = None,
+        environment: str | None = None,
+        run: str | None = None,
+        id: str | None = None,
+        max_queued_time: str | float | None = None,
+        deadline: str | float | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Queue one action (the keywords of `Action.spec`); raises ResourceExhausted when the
         queue is full, QueueDraining when it is draining."""
-        return _client(client).request("POST", "/actions", body=Action.spec(**spec))
+        body = Action.spec(
+            queue=queue,
+            resources=resources,
+            gpu=gpu,
+            node_selector=node_selector,
+            containers=containers,
+            environment=environment,
+            run=run,
+            id=id,
+            max_queued_time=max_queued_time,
+            deadline=deadline,
+        )
+        return _client(client).request("POST", "/actions", body=body)
 
     @staticmethod
     def submit_batch(specs: list[JSON], *, client: SluiceClient | None = None) -> list[str]:
@@ -398,11 +573,49 @@ class Action(_Tracked):
         queue: str | None = None,
         state: str | None = None,
         cluster: str | None = None,
+        run: str | None = None,
         limit: int = 100,
+        order: str | None = None,
+        page_token: str | None = None,
         client: SluiceClient | None = None,
     ) -> list[JSON]:
-        params = _drop_unset(queue=queue, state=state, cluster=cluster, limit=limit)
-        return _client(client).request("GET", "/actions", params=params)
+        """The first page (or the page `page_token` names); `Action.page` also gives the
+        token of the next."""
+        return Action.page(
+            queue=queue,
+            state=state,
+            cluster=cluster,
+            run=run,
+            limit=limit,
+            order=order,
+            page_token=page_token,
+            client=client,
+        )[0]
+
+    @staticmethod
+    def page(
+        *,
+        queue: str | None = None,
+        state: str | None = None,
+        cluster: str | None = None,
+        run: str | None = None,
+        limit: int = 100,
+        order: str | None = None,
+        page_token: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> tuple[builtins.list[JSON], str | None]:
+        """Actions in arrival order (`order="desc"`: newest first) and the next page's token,
+        None on the last page."""
+        params = _drop_unset(
+            queue=queue,
+            state=state,
+            cluster=cluster,
+            run=run,
+            limit=limit,
+            order=order,
+            page_token=page_token,
+        )
+        return _client(client).page("/actions", params)
 
 
 class FleetConfig:
@@ -418,12 +631,12 @@ class FleetConfig:
             return "created"
         except AlreadyExists:
             changes = {key: value for key, value in queue.items() if key != "name"}
-            connection.request("PATCH", f"/queues/{queue['name']}", body=changes)
+            connection.request("PATCH", _path("/queues", queue["name"]), body=changes)
             return "updated"
 
     @staticmethod
     def put_cluster(cluster: JSON, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("PUT", f"/clusters/{cluster['name']}", body=cluster)
+        return _client(client).request("PUT", _path("/clusters", cluster["name"]), body=cluster)
 
     @staticmethod
     def clusters(*, client: SluiceClient | None = None) -> list[JSON]:
@@ -431,7 +644,7 @@ class FleetConfig:
 
     @staticmethod
     def get_cluster(name: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("GET", f"/clusters/{name}")
+        return _client(client).request("GET", _path("/clusters", name))
 
     @staticmethod
     def settings(*, client: SluiceClient | None = None) -> JSON:
@@ -444,7 +657,9 @@ class FleetConfig:
     @staticmethod
     def put_environment(environment: JSON, *, client: SluiceClient | None = None) -> JSON:
         body = {key: value for key, value in environment.items() if key != "name"}
-        return _client(client).request("PUT", f"/environments/{environment['name']}", body=body)
+        return _client(client).request(
+            "PUT", _path("/environments", environment["name"]), body=body
+        )
 
 
 # -- quota-managed job queues ------------------------------------------------------------------
@@ -462,7 +677,7 @@ class SchedulingPolicy(_Resource):
         """Create or replace `name`; with quota_share_policy (FIFO, AWS's only strategy) or not."""
         body = {"quota_share_policy": {"idle_resource_assignment_strategy": "FIFO"}}
         return _client(client).request(
-            "PUT", f"/scheduling-policies/{name}", body=body if quota_share_policy else {}
+            "PUT", _path("/scheduling-policies", name), body=body if quota_share_policy else {}
         )
 
 
@@ -481,7 +696,7 @@ class ServiceEnvironment(_Resource):
     ) -> JSON:
         """Create or replace `name`, e.g. `put("sagemaker-g5", {"ml.g5.xlarge": 3})`."""
         body = _drop_unset(type=type, capacity_limits=capacity_limits)
-        return _client(client).request("PUT", f"/service-environments/{name}", body=body)
+        return _client(client).request("PUT", _path("/service-environments", name), body=body)
 
 
 class QuotaShare:
@@ -525,7 +740,9 @@ class QuotaShare:
             in_share_preemption=in_share_preemption,
         )
         del body["name"]
-        return _client(client).request("PUT", f"/job-queues/{job_queue}/shares/{name}", body=body)
+        return _client(client).request(
+            "PUT", _path("/job-queues", job_queue, "shares", name), body=body
+        )
 
     @staticmethod
     def update(
@@ -551,13 +768,13 @@ class QuotaShare:
         if clear_borrow_limit:
             changes["borrow_limit"] = None
         return _client(client).request(
-            "PATCH", f"/job-queues/{job_queue}/shares/{name}", body=changes
+            "PATCH", _path("/job-queues", job_queue, "shares", name), body=changes
         )
 
     @staticmethod
     def delete(job_queue: str, name: str, *, client: SluiceClient | None = None) -> JSON:
         """Remove a share without live jobs; returns the job queue."""
-        return _client(client).request("DELETE", f"/job-queues/{job_queue}/shares/{name}")
+        return _client(client).request("DELETE", _path("/job-queues", job_queue, "shares", name))
 
 
 class JobQueue:
@@ -600,13 +817,13 @@ class JobQueue:
             service_environment=service_environment,
             quota_shares=quota_shares,
         )
-        return _client(client).request("PATCH", f"/job-queues/{name}", body=changes)
+        return _client(client).request("PATCH", _path("/job-queues", name), body=changes)
 
     @staticmethod
     def details(name: str, *, client: SluiceClient | None = None) -> JSON:
         """state, status, reason, max_capacity, usage and per share usage, borrowed, lent,
         line; the last tick's scheduled and preempted jobs."""
-        return _client(client).request("GET", f"/job-queues/{name}")
+        return _client(client).request("GET", _path("/job-queues", name))
 
     @staticmethod
     def list(*, client: SluiceClient | None = None) -> list[JSON]:
@@ -621,7 +838,7 @@ class JobQueue:
             return "created"
         except AlreadyExists:
             changes = {key: value for key, value in queue.items() if key not in ("name", "type")}
-            connection.request("PATCH", f"/job-queues/{queue['name']}", body=changes)
+            connection.request("PATCH", _path("/job-queues", queue["name"]), body=changes)
             return "updated"
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from api.store.records import JobPhase, Phase, ReportedOutcome, Store
+from api.store.records import JobPhase, Listing, Phase, ReportedOutcome, Store
 from fixtures.service_fleets import DEMO_CLUSTERS, DEMO_QUEUES
 from models.errors import AlreadyExists, FailedPrecondition, InvalidInput, SluiceError
 from models.quota import Job, SchedulingPolicy, ServiceEnvironment
@@ -178,11 +178,15 @@ class DemoExecutor:
 
     def step(self, clock: float) -> None:
         now = datetime.now(UTC)
-        for record in self.store.list_actions(phase=Phase.SCHEDULED, limit=2000):
+        for record in self.store.list_actions(
+            phase=Phase.SCHEDULED, listing=Listing(limit=2000)
+        ).items:
             self.store.report(record.action.id, ReportedOutcome.STARTED, now)
             low, high = self._run_times.pop(record.action.id, (5.0, 20.0))
             self._finish_at[record.action.id] = clock + self._random.uniform(low, high)
-        for record in self.store.list_actions(phase=Phase.RUNNING, limit=5000):
+        for record in self.store.list_actions(
+            phase=Phase.RUNNING, listing=Listing(limit=5000)
+        ).items:
             action_id = record.action.id
             # Actions running before a restart get a run time when first seen.
             due = self._finish_at.setdefault(action_id, clock + self._random.uniform(5, 20))
@@ -209,8 +213,10 @@ class DemoExecutor:
         forgotten, and a report that races with a preemption is refused (409), so it is
         stopped rather than reported.
         """
-        scheduled = self.store.list_jobs(phase=JobPhase.SCHEDULED, limit=1000)
-        running = self.store.list_jobs(phase=JobPhase.RUNNING, limit=1000)
+        scheduled = self.store.list_jobs(
+            phase=JobPhase.SCHEDULED, listing=Listing(limit=1000)
+        ).items
+        running = self.store.list_jobs(phase=JobPhase.RUNNING, listing=Listing(limit=1000)).items
         holding = {record.job.id for record in (*scheduled, *running)}
         for job_id in [job_id for job_id in self._job_finish_at if job_id not in holding]:
             del self._job_finish_at[job_id]
@@ -295,7 +301,7 @@ class DemoExecutor:
         busy = {
             record.action.environment
             for phase in (Phase.QUEUED, Phase.SCHEDULED, Phase.RUNNING)
-            for record in self.store.list_actions(phase=phase, limit=5000)
+            for record in self.store.list_actions(phase=phase, listing=Listing(limit=5000)).items
             if record.action.environment
         }
         for name in running:

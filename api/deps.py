@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import base64
+import binascii
+from collections.abc import Callable
+from typing import Annotated, Any
+from urllib.parse import quote
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request, Response, status
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import AwareDatetime
 
 from api.auth import Principal
-from api.store.records import Store
+from api.store.records import Listing, Order, Store
 from api.ticker import TickLoop
-from models.errors import InternalError
+from models.errors import InternalError, InvalidInput, NotFound
+
+NEXT_PAGE_HEADER = "Next-Page-Token"
+MAX_PAGE = 10_000
 
 _bearer = HTTPBearer(auto_error=False, description="A token from the server's auth file")
 
@@ -36,6 +45,124 @@ def get_principal(
     return principal
 
 
+def _query_names(route: APIRoute) -> set[str]:
+    """The query parameters a route takes, its dependencies' included."""
+    names: set[str] = set()
+    dependants = [route.dependant]
+    while dependants:
+        dependant = dependants.pop()
+        names.update(param.alias for param in dependant.query_params)
+        dependants.extend(dependant.dependencies)
+    return names
+
+
+async def reject_unknown_query(request: Request) -> None:
+    """Every route: a query parameter the route does not take is a 400, so a misspelt
+    filter (or `offset`) is not silently ignored. An app-wide dependency; async, so it runs
+    on the event loop instead of taking a worker thread."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    known = _query_names(route)
+    for name in request.query_params:
+        if name not in known:
+            takes = ", ".join(sorted(known)) or "none"
+            raise InvalidInput(
+                f"unknown query parameter {name!r}; {route.path} takes: {takes}",
+                field=f"query.{name}",
+            )
+
+
+def _page_token(order: Order, after: int) -> str:
+    """Opaque to clients: they send back what they got."""
+    return base64.urlsafe_b64encode(f"1:{order.value}:{after}".encode()).decode().rstrip("=")
+
+
+def _read_page_token(token: str) -> tuple[Order, int]:
+    try:
+        version, order, after = (
+            base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().split(":")
+        )
+        if version != "1":
+            raise ValueError(version)
+        return Order(order), int(after)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidInput(
+            "page_token is not one this server gave (send back Next-Page-Token unchanged)",
+            field="query.page_token",
+        ) from None
+
+
+def get_listing(
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="most items on a page")] = 100,
+    order: Annotated[
+        Order | None, Query(description="asc: oldest first (the default); desc: newest first")
+    ] = None,
+    page_token: Annotated[
+        str | None, Query(description=f"the {NEXT_PAGE_HEADER} header of the previous page")
+    ] = None,
+    submitted_after: Annotated[AwareDatetime | None, Query(description="exclusive")] = None,
+    submitted_before: Annotated[AwareDatetime | None, Query(description="exclusive")] = None,
+) -> Listing:
+    """The page of a listing a request asks for: keyset pagination on arrival order."""
+    after = None
+    if page_token is not None:
+        token_order, after = _read_page_token(page_token)
+        if order is not None and order is not token_order:
+            raise InvalidInput(
+                f"page_token continues an order={token_order.value} listing, not {order.value}",
+                field="query.order",
+            )
+        order = token_order
+    return Listing(
+        limit=limit,
+        order=order or Order.ASC,
+        after=after,
+        submitted_after=submitted_after,
+        submitted_before=submitted_before,
+    )
+
+
+def paged(next_after: int | None, listing: Listing, response: Response) -> None:
+    """Tell the caller where the next page starts (no header on the last page)."""
+    if next_after is not None:
+        response.headers[NEXT_PAGE_HEADER] = _page_token(listing.order, next_after)
+
+
+def created(response: Response, *segments: str) -> None:
+    """A 201 whose Location is the new resource's path (segments URL-encoded)."""
+    response.status_code = status.HTTP_201_CREATED
+    response.headers["Location"] = "/" + "/".join(quote(segment, safe="") for segment in segments)
+
+
+def exists(get: Callable[[str], object], name: str) -> bool:
+    """Whether a PUT replaces (200) or creates (201)."""
+    try:
+        get(name)
+    except NotFound:
+        return False
+    return True
+
+
+CREATED_RESPONSE: dict[int | str, dict[str, Any]] = {
+    201: {
+        "description": "Created (it did not exist); the Location header is its path",
+        "headers": {"Location": {"schema": {"type": "string"}}},
+    }
+}
+
+NEXT_PAGE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "headers": {
+            NEXT_PAGE_HEADER: {
+                "description": "pass as page_token for the next page; absent on the last page",
+                "schema": {"type": "string"},
+            }
+        }
+    }
+}
+
 StoreDep = Annotated[Store, Depends(get_store)]
 TickerDep = Annotated[TickLoop, Depends(get_ticker)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+ListingDep = Annotated[Listing, Depends(get_listing)]

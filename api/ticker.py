@@ -60,6 +60,8 @@ class TickLoop:
         self.stats = TickStats()
         self.last_result: TickResult | None = None
         self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
+        # Called with the stats after each written-back tick (api.metrics' histogram).
+        self.on_tick: list[Callable[[TickStats], None]] = []
         self._ticked = asyncio.Condition()
         self._stopping = asyncio.Event()
         self._one_at_a_time = asyncio.Lock()  # ticks never overlap, whoever starts them
@@ -80,6 +82,7 @@ class TickLoop:
                     self.stats.ticks,
                     elapsed,
                     self.period_s,
+                    extra={"tick": self.stats.ticks},
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
@@ -94,12 +97,16 @@ class TickLoop:
                 result, applied, phases, rejected = await asyncio.to_thread(self._tick_blocking)
             except SnapshotOvertaken as error:
                 self.stats.overtaken += 1
-                log.info("tick not applied: %s", error.message)  # expected after a change
+                log.info(  # expected after a change
+                    "tick not applied: %s", error.message, extra={"tick": self.stats.ticks + 1}
+                )
                 return None
             except Exception as error:  # a bug in one tick must not stop the service
                 self.stats.failures += 1
                 self.stats.last_error = f"{type(error).__name__}: {error}"
-                log.exception("tick failed; retrying next period")
+                log.exception(
+                    "tick failed; retrying next period", extra={"tick": self.stats.ticks + 1}
+                )
                 return None
             self.stats.rejected_actions += rejected
             return await self._record(result, applied, phases, started)
@@ -120,6 +127,8 @@ class TickLoop:
         async with self._ticked:
             self.stats.ticks += 1
             self._ticked.notify_all()
+        for listener in self.on_tick:
+            listener(self.stats)
         log.debug(
             "tick %d: %d scheduled, %d failed, %d waiting in %.3f s",
             self.stats.ticks,
@@ -127,6 +136,12 @@ class TickLoop:
             applied.failed,
             len(result.waiting),
             self.stats.last_duration_s,
+            extra={
+                "tick": self.stats.ticks,
+                "scheduled": [decision.action for decision in result.scheduled],
+                "failed": [failure.action for failure in result.failed],
+                "stale": applied.stale,
+            },
         )
         return result
 

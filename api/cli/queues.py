@@ -313,15 +313,48 @@ def get_action(remote: Remote, action_id: str, output: str) -> None:
 @click.option(
     "--state",
     type=click.Choice(["queued", "scheduled", "running", "succeeded", "failed", "cancelled"]),
+    help="Only actions in this state.",
 )
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--run", help="Only the actions of this run.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=50,
+    show_default=True,
+    help="Most actions on one page.",
+)
+@click.option(
+    "--order",
+    type=click.Choice(["desc", "asc"]),
+    default=None,
+    help="desc: newest first (the default); asc: in arrival order. A --page-token keeps the"
+    " order of the listing it continues.",
+)
+@click.option("--page-token", help="Continue a listing where its last page ended.")
 @OUTPUT
 @pass_remote
 def get_actions(
-    remote: Remote, queue: str | None, state: str | None, limit: int, output: str
+    remote: Remote,
+    queue: str | None,
+    state: str | None,
+    run: str | None,
+    limit: int,
+    order: str | None,
+    page_token: str | None,
+    output: str,
 ) -> None:
-    """Actions in arrival order."""
-    actions = Action.list(queue=queue, state=state, limit=limit, client=remote.client)
+    """Actions, newest first, a page at a time (the next page's token goes to stderr)."""
+    actions, next_token = Action.page(
+        queue=queue,
+        state=state,
+        run=run,
+        limit=limit,
+        order=order or (None if page_token else "desc"),
+        page_token=page_token,
+        client=remote.client,
+    )
+    if next_token is not None:
+        click.echo(f"more: --page-token {next_token}", err=True)
 
     def table(rows: list[dict[str, Any]]) -> str:
         lines = [f"{'ID':<32} {'QUEUE':<16} {'STATE':<10} DETAIL"]

@@ -10,6 +10,8 @@ quick to start.
 from __future__ import annotations
 
 import ipaddress
+import json
+import logging
 from pathlib import Path
 
 import click
@@ -17,6 +19,25 @@ import click
 from api.cli.job_queues import quota_summary
 from api.cli.render import tick_json, tick_summary
 from models.errors import InvalidInput
+
+_RECORD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message"}
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, and the record's extra fields
+    (the tick loop's `tick` and the action ids it scheduled, failed or found stale)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            **{key: value for key, value in vars(record).items() if key not in _RECORD_FIELDS},
+        }
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
 
 
 def is_loopback(host: str) -> bool:
@@ -29,7 +50,42 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@click.command()
+def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None) -> Path | None:
+    """`--config FILE`: a YAML mapping of serve's options (`db: /var/lib/sluice.db`,
+    `period: 5`), below the command line and the environment."""
+    if path is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise InvalidInput(f"--config {path}: {error}", field="config") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"--config {path}: expected a mapping of options", field="config")
+    known = {param.name for param in ctx.command.params if param.name != "config"}
+    options = {str(key).replace("-", "_"): value for key, value in data.items()}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InvalidInput(
+            f"--config {path}: unknown options {', '.join(unknown)}; serve takes"
+            f" {', '.join(sorted(str(name) for name in known))}",
+            field="config",
+        )
+    ctx.default_map = {**(ctx.default_map or {}), **options}
+    return path
+
+
+@click.command(context_settings={"auto_envvar_prefix": "SLUICE", "show_default": True})
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    is_eager=True,
+    expose_value=False,
+    callback=_read_config_file,
+    help="YAML file of these options (db, port, period, ...); the command line and SLUICE_*"
+    " variables override it.",
+)
 @click.option(
     "--db",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -37,8 +93,8 @@ def is_loopback(host: str) -> bool:
     show_default=True,
     help="The SQLite file holding all state (created if missing).",
 )
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on.")
 @click.option("--period", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds between ticks.")  # fmt: skip
 @click.option("--time-limit", type=click.FloatRange(min=0.01),
@@ -59,6 +115,14 @@ def is_loopback(host: str) -> bool:
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
     show_default=True,
+    help="The least severe log records written.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object a line, with the tick number and action ids as fields.",
 )
 def serve(
     db: Path,
@@ -70,8 +134,13 @@ def serve(
     auth: Path | None,
     insecure: bool,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Run the tick service: REST API (docs at /docs), tick loop, SQLite store.
+
+    Every option can also be set from the environment as SLUICE_<OPTION> (SLUICE_DB,
+    SLUICE_PORT, SLUICE_TIME_LIMIT, ...) or from a --config file; the effective
+    configuration is printed at start.
 
     Without --auth every caller is an admin, so the server listens only on loopback
     unless --insecure is given. The store is opened (and its file locked, see
@@ -86,20 +155,29 @@ def serve(
             field="host",
         )
     # Imported here so that client commands start fast.
-    import logging
-
     import uvicorn
 
     from api.app import create_app
     from api.config import ServiceSettings
     from api.store.sqlite import SqliteStore
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonLogFormatter()
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    logging.basicConfig(level=log_level.upper(), handlers=[handler])
     settings = ServiceSettings(
         db_path=db, period_s=period, tick_time_limit_s=time_limit, auth_file=auth, demo=demo
     )
+    effective = {
+        "db": db, "host": host, "port": port, "period": period, "time_limit": settings.time_limit_s,
+        "demo": demo, "auth": auth, "insecure": insecure, "log_level": log_level,
+        "log_format": log_format,
+    }  # fmt: skip
+    # No option holds a secret (the tokens stay in the --auth file), so all are printed.
+    click.echo("config: " + " ".join(f"{k}={v}" for k, v in effective.items()), err=True)
     store = SqliteStore(db)
     try:
         app = create_app(settings, store=store)
@@ -108,7 +186,15 @@ def serve(
             f"Sluice on http://{host}:{port} (API docs at /docs), state in {db}, {access}",
             err=True,
         )
-        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=3)
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=3,
+            # In json, uvicorn's loggers go through the root handler above, not their own.
+            log_config=None if log_format == "json" else uvicorn.config.LOGGING_CONFIG,
+        )
     finally:
         store.close()
 

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Response, status
 
-from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.deps import (
+    NEXT_PAGE_RESPONSE,
+    ListingDep,
+    PrincipalDep,
+    StoreDep,
+    TickerDep,
+    created,
+    paged,
+)
 from api.errors import error_responses
 from api.schemas.actions import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted
 from api.schemas.common import ExecutorReport
@@ -19,7 +26,7 @@ router = APIRouter(prefix="/actions", tags=["actions"])
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409, 429))
 def submit_action(
-    body: ActionSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+    body: ActionSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep, response: Response
 ) -> ActionPublic:
     """Queue one action. The reply comes once it is on disk.
 
@@ -28,11 +35,13 @@ def submit_action(
     who.require_queue(body.queue, "submit")
     action = body.to_action(datetime.now(UTC))
     store.submit([action])
+    created(response, "actions", action.id)
     return action_view(ActionRecord.submitted(action), ticker)
 
 
 @router.post(
-    "/batch", status_code=status.HTTP_201_CREATED,
+    "/batch",
+    status_code=status.HTTP_201_CREATED,
     responses=error_responses(403, 404, 409, 429),
 )
 def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> BatchAccepted:
@@ -48,19 +57,23 @@ def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> Batch
     return BatchAccepted(ids=[action.id for action in actions])
 
 
-@router.get("")
+@router.get("", responses=NEXT_PAGE_RESPONSE)
 def list_actions(
     store: StoreDep,
     ticker: TickerDep,
     _: PrincipalDep,
+    listing: ListingDep,
+    response: Response,
     queue: str | None = None,
     state: Phase | None = None,
     cluster: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    run: str | None = None,
 ) -> list[ActionPublic]:
-    """In arrival order. Executors poll `state=scheduled` (and `cluster=`) for work."""
-    records = store.list_actions(queue=queue, phase=state, cluster=cluster, limit=limit)
-    return [action_view(record, ticker) for record in records]
+    """In arrival order (`order=desc`: newest first), a page at a time: a `Next-Page-Token`
+    header means there is more. Executors poll `state=scheduled` (and `cluster=`) for work."""
+    page = store.list_actions(queue=queue, phase=state, cluster=cluster, run=run, listing=listing)
+    paged(page.next_after, listing, response)
+    return [action_view(record, ticker) for record in page.items]
 
 
 @router.get("/{action_id}", responses=error_responses(404))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
-from api.deps import PrincipalDep, StoreDep
+from api.deps import CREATED_RESPONSE, PrincipalDep, StoreDep, created, exists
 from api.errors import error_responses
 from models.errors import InvalidInput
 from models.snapshot import Cluster
@@ -12,13 +12,18 @@ from models.snapshot import Cluster
 router = APIRouter(prefix="/clusters", tags=["clusters"])
 
 
-@router.put("/{name}", responses=error_responses(403, 409))
-def put_cluster(name: str, body: Cluster, store: StoreDep, who: PrincipalDep) -> Cluster:
+@router.put("/{name}", responses={**error_responses(403, 409), **CREATED_RESPONSE})
+def put_cluster(
+    name: str, body: Cluster, store: StoreDep, who: PrincipalDep, response: Response
+) -> Cluster:
     """Create or replace a cluster's node pools; the next tick plans against them."""
     who.require_admin("change clusters")
     if body.name != name:
         raise InvalidInput(f"name: body names {body.name!r}, the path {name!r}", field="name")
+    new = not exists(store.get_cluster, name)
     store.put_cluster(body)
+    if new:
+        created(response, "clusters", name)
     return body
 
 
@@ -33,7 +38,8 @@ def get_cluster(name: str, store: StoreDep, _: PrincipalDep) -> Cluster:
 
 
 @router.delete(
-    "/{name}", status_code=status.HTTP_204_NO_CONTENT,
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
     responses=error_responses(403, 404, 409),
 )
 def delete_cluster(name: str, store: StoreDep, who: PrincipalDep) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
-from api.deps import PrincipalDep, StoreDep
+from api.deps import CREATED_RESPONSE, PrincipalDep, StoreDep, created
 from api.errors import error_responses
 from api.schemas.environments import EnvironmentIn
 from models.errors import NotFound
@@ -13,9 +13,9 @@ from models.snapshot import Environment
 router = APIRouter(prefix="/environments", tags=["environments"])
 
 
-@router.put("/{name}", responses=error_responses(403, 404, 409))
+@router.put("/{name}", responses={**error_responses(403, 404, 409), **CREATED_RESPONSE})
 def put_environment(
-    name: str, body: EnvironmentIn, store: StoreDep, who: PrincipalDep
+    name: str, body: EnvironmentIn, store: StoreDep, who: PrincipalDep, response: Response
 ) -> Environment:
     """Define a reusable pool; its first action starts it, charged once at this size.
 
@@ -28,7 +28,10 @@ def put_environment(
     if current is not None:
         who.require_queue(current, f"change environment {name}, which is")
     who.require_queue(body.queue, "define environments")
-    return store.put_environment(body.to_environment(name)).environment
+    environment = store.put_environment(body.to_environment(name)).environment
+    if current is None:
+        created(response, "environments", name)
+    return environment
 
 
 @router.get("")

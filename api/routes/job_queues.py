@@ -9,9 +9,9 @@ environment is not refused: the queue then reports INVALID with the reason.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
-from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.deps import CREATED_RESPONSE, PrincipalDep, StoreDep, TickerDep, created, exists
 from api.errors import error_responses
 from api.schemas.job_queues import (
     JobQueueCreate,
@@ -33,13 +33,17 @@ router = APIRouter(prefix="/job-queues", tags=["job queues"])
 routers = (policies, environments, router)
 
 
-@policies.put("/{name}", responses=error_responses(403))
+@policies.put("/{name}", responses={**error_responses(403), **CREATED_RESPONSE})
 def put_scheduling_policy(
-    name: str, body: SchedulingPolicyIn, store: StoreDep, who: PrincipalDep
+    name: str, body: SchedulingPolicyIn, store: StoreDep, who: PrincipalDep, response: Response
 ) -> SchedulingPolicy:
     """Create or replace a policy; only one with a quota_share_policy serves quota shares."""
     who.require_admin("define scheduling policies")
-    return store.put_scheduling_policy(body.to_policy(name))
+    new = not exists(store.get_scheduling_policy, name)
+    policy = store.put_scheduling_policy(body.to_policy(name))
+    if new:
+        created(response, "scheduling-policies", name)
+    return policy
 
 
 @policies.get("")
@@ -52,15 +56,19 @@ def get_scheduling_policy(name: str, store: StoreDep, _: PrincipalDep) -> Schedu
     return store.get_scheduling_policy(name)
 
 
-@environments.put("/{name}", responses=error_responses(403))
+@environments.put("/{name}", responses={**error_responses(403), **CREATED_RESPONSE})
 def put_service_environment(
-    name: str, body: ServiceEnvironmentIn, store: StoreDep, who: PrincipalDep
+    name: str, body: ServiceEnvironmentIn, store: StoreDep, who: PrincipalDep, response: Response
 ) -> ServiceEnvironment:
     """Create or replace an environment's capacity limits (per instance type).
 
     A lowered limit applies from the next tick; jobs above it may then be preempted."""
     who.require_admin("define service environments")
-    return store.put_service_environment(body.to_environment(name))
+    new = not exists(store.get_service_environment, name)
+    environment = store.put_service_environment(body.to_environment(name))
+    if new:
+        created(response, "service-environments", name)
+    return environment
 
 
 @environments.get("")
@@ -75,11 +83,12 @@ def get_service_environment(name: str, store: StoreDep, _: PrincipalDep) -> Serv
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409))
 def create_job_queue(
-    body: JobQueueCreate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+    body: JobQueueCreate, store: StoreDep, ticker: TickerDep, who: PrincipalDep, response: Response
 ) -> JobQueuePublic:
     """A job queue with 1 to 20 quota shares; it must be VALID to be created."""
     who.require_admin("create job queues")
     store.create_job_queue(body.to_job_queue())
+    created(response, "job-queues", body.name)
     return job_queue_view(store, ticker, body.name)
 
 
@@ -104,7 +113,9 @@ def update_job_queue(
     return job_queue_view(store, ticker, name)
 
 
-@router.put("/{name}/shares/{share}", responses=error_responses(403, 404, 409))
+@router.put(
+    "/{name}/shares/{share}", responses={**error_responses(403, 404, 409), **CREATED_RESPONSE}
+)
 def put_quota_share(
     name: str,
     share: str,
@@ -112,11 +123,21 @@ def put_quota_share(
     store: StoreDep,
     ticker: TickerDep,
     who: PrincipalDep,
+    response: Response,
 ) -> JobQueuePublic:
-    """Add a share, or replace the one of this name."""
+    """Add a share (201), or replace the one of this name."""
     who.require_admin("change job queues")
-    new = body.to_share(share)
-    store.update_job_queue(name, lambda queue: with_share(queue, new))
+    replacement = body.to_share(share)
+    added = False
+
+    def put(queue: JobQueue) -> JobQueue:
+        nonlocal added
+        added = queue.share(share) is None  # judged inside the store's write transaction
+        return with_share(queue, replacement)
+
+    store.update_job_queue(name, put)
+    if added:
+        created(response, "job-queues", name, "shares", share)
     return job_queue_view(store, ticker, name)
 
 

@@ -8,11 +8,18 @@ it must stop it (its reports are refused with that reason).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Response, status
 
-from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.deps import (
+    NEXT_PAGE_RESPONSE,
+    ListingDep,
+    PrincipalDep,
+    StoreDep,
+    TickerDep,
+    created,
+    paged,
+)
 from api.errors import error_responses
 from api.schemas.common import ExecutorReport
 from api.schemas.jobs import JobPublic, JobSubmit, LastTick
@@ -28,7 +35,9 @@ def _last_tick(ticker: TickLoop) -> LastTick:
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409))
-def submit_job(body: JobSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> JobPublic:
+def submit_job(
+    body: JobSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep, response: Response
+) -> JobPublic:
     """Queue one job in its share's line; the reply comes once it is on disk.
 
     An unknown job queue or share is NOT_FOUND; a DISABLED job queue FAILED_PRECONDITION.
@@ -36,23 +45,27 @@ def submit_job(body: JobSubmit, store: StoreDep, ticker: TickerDep, who: Princip
     """
     who.require_queue(body.job_queue, "submit")
     record = store.submit_job(body.to_job(datetime.now(UTC)))
+    created(response, "jobs", record.job.id)
     return JobPublic.of(record, _last_tick(ticker))
 
 
-@router.get("")
+@router.get("", responses=NEXT_PAGE_RESPONSE)
 def list_jobs(
     store: StoreDep,
     ticker: TickerDep,
     _: PrincipalDep,
+    listing: ListingDep,
+    response: Response,
     job_queue: str | None = None,
     share: str | None = None,
     state: JobPhase | None = None,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> list[JobPublic]:
-    """In arrival order. Executors poll `state=SCHEDULED` for work to start."""
-    records = store.list_jobs(job_queue=job_queue, share=share, phase=state, limit=limit)
+    """In arrival order (`order=desc`: newest first), a page at a time: a `Next-Page-Token`
+    header means there is more. Executors poll `state=SCHEDULED` for work to start."""
+    page = store.list_jobs(job_queue=job_queue, share=share, phase=state, listing=listing)
+    paged(page.next_after, listing, response)
     last_tick = _last_tick(ticker)
-    return [JobPublic.of(record, last_tick) for record in records]
+    return [JobPublic.of(record, last_tick) for record in page.items]
 
 
 @router.get("/{job_id}", responses=error_responses(404))

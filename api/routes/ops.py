@@ -5,13 +5,13 @@ from __future__ import annotations
 import io
 from datetime import UTC, datetime
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client.exposition import choose_encoder
 from pydantic import BaseModel
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
-from api.metrics import render_metrics, render_quota_metrics
-from api.views import job_queue_views, queue_views
+from api.metrics import ServiceMetrics
 from models.arrow.tables import STREAM_MEDIA_TYPE, write_snapshot_stream
 from models.fields import Timestamp
 
@@ -42,19 +42,38 @@ def healthz(ticker: TickerDep) -> JSONResponse:
     )
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
-def metrics(store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> PlainTextResponse:
-    """Usage and cap per queue and resource, waiting and blocked counts, tick duration.
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text, or OpenMetrics on request",
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "application/openmetrics-text": {"schema": {"type": "string"}},
+            },
+        }
+    },
+)
+def metrics(request: Request, _: PrincipalDep) -> Response:
+    """Prometheus text, or OpenMetrics when the scraper asks for it (docs/http-api.md#metrics).
 
     Any token may scrape it."""
-    return PlainTextResponse(
-        render_metrics(queue_views(store, ticker), ticker.stats)
-        + render_quota_metrics(job_queue_views(store, ticker)),
-        media_type="text/plain; version=0.0.4",
-    )
+    service_metrics: ServiceMetrics = request.app.state.metrics
+    encode, media_type = choose_encoder(request.headers.get("accept", ""))
+    return Response(encode(service_metrics.registry), media_type=media_type)
 
 
-@router.get("/snapshot", response_class=Response)
+@router.get(
+    "/snapshot",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Arrow IPC streams (docs/arrow)",
+            "content": {STREAM_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
 def snapshot(store: StoreDep, _: PrincipalDep) -> Response:
     """The input of a tick as of now, as Arrow IPC streams (see `sluice snapshot export`)."""
     body = io.BytesIO()

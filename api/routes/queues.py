@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Response, status
 
-from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.deps import PrincipalDep, StoreDep, TickerDep, created
 from api.errors import error_responses
 from api.routes.explanations import with_head_explanation
 from api.schemas.queues import QueueCreate, QueuePublic, QueueUpdate
@@ -17,10 +17,11 @@ router = APIRouter(prefix="/queues", tags=["queues"])
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 409))
 def create_queue(
-    body: QueueCreate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+    body: QueueCreate, store: StoreDep, ticker: TickerDep, who: PrincipalDep, response: Response
 ) -> QueuePublic:
     who.require_admin("create queues")
     store.create_queue(body.to_queue())
+    created(response, "queues", body.name)
     return queue_view(store, ticker, body.name)
 
 
@@ -66,7 +67,8 @@ def undrain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalD
 
 
 @router.delete(
-    "/{name}", status_code=status.HTTP_204_NO_CONTENT,
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
     responses=error_responses(403, 404, 409),
 )
 def delete_queue(name: str, store: StoreDep, who: PrincipalDep) -> None:

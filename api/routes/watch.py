@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
@@ -89,7 +89,19 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
     )
 
 
-@router.get("/queues/{name}", response_class=StreamingResponse, responses=error_responses(404, 429))
+EVENT_STREAM: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-sent events; each event's `id` is the tick it reports",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.get(
+    "/queues/{name}",
+    response_class=StreamingResponse,
+    responses={**EVENT_STREAM, **error_responses(404, 429)},
+)
 async def watch_queue(
     name: str,
     store: StoreDep,
@@ -110,7 +122,9 @@ async def watch_queue(
     return _stream(_events("queue", render, ticker, limit, watchers))
 
 
-@router.get("/queues", response_class=StreamingResponse, responses=error_responses(429))
+@router.get(
+    "/queues", response_class=StreamingResponse, responses={**EVENT_STREAM, **error_responses(429)}
+)
 async def watch_pools(
     store: StoreDep,
     ticker: TickerDep,

@@ -12,10 +12,20 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from api.store.connection import SqliteFile, bump_generation, read_time, stored_time
+from api.store.connection import (
+    SqliteFile,
+    bump_generation,
+    read_page,
+    read_time,
+    stored_time,
+)
 from api.store.records import (
+    FIRST_PAGE,
     ActionRecord,
+    ActionTotals,
     EnvironmentRecord,
+    Listing,
+    Page,
     Phase,
     QueueCounts,
     QueueRecord,
@@ -33,6 +43,7 @@ from models.errors import (
 from models.snapshot import DEFAULT_QUEUE, Action, Cluster, Environment, Placement, Queue, Settings
 
 LIVE_SQL = "('queued', 'scheduled', 'running')"  # records.LIVE_PHASES, as SQL
+UNSPECIFIED_CODE = "UNSPECIFIED"  # the failure code of an executor's report that gave none
 
 
 def queue_body(queue: Queue) -> str:
@@ -174,6 +185,36 @@ class SqliteActions(SqliteFile):
         for queue, phase, count in rows:
             tallies.setdefault(queue, {})[phase] = count
         return {queue: QueueCounts(**tally) for queue, tally in tallies.items()}
+
+    def action_totals(self, bounds_s: tuple[float, ...]) -> dict[str, ActionTotals]:
+        """Per queue: actions submitted, scheduled and failed (by code), and how long the
+        scheduled ones waited, bucketed at `bounds_s`; one scan of the table."""
+        wait = "(julianday(scheduled_at) - julianday(submitted_at)) * 86400.0"
+        buckets = "".join(f", COALESCE(SUM({wait} <= ?), 0)" for _ in bounds_s)
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT queue, COUNT(*), COUNT(scheduled_at),"
+                f" COALESCE(SUM({wait}), 0.0){buckets} FROM actions GROUP BY queue",
+                bounds_s,
+            ).fetchall()
+            failures = conn.execute(
+                "SELECT queue, COALESCE(code, ?), COUNT(*) FROM actions WHERE phase = 'failed'"
+                " GROUP BY queue, code",
+                (UNSPECIFIED_CODE,),
+            ).fetchall()
+        failed: dict[str, dict[str, int]] = {}
+        for queue, code, count in failures:
+            failed.setdefault(queue, {})[code] = count
+        return {
+            queue: ActionTotals(
+                submitted=submitted,
+                scheduled=scheduled,
+                failed=failed.get(queue, {}),
+                wait_le=tuple(wait_le),
+                wait_sum_s=wait_sum_s,
+            )
+            for queue, submitted, scheduled, wait_sum_s, *wait_le in rows
+        }
 
     # -- clusters ------------------------------------------------------------------------------
 
@@ -427,20 +468,21 @@ class SqliteActions(SqliteFile):
         queue: str | None = None,
         phase: Phase | None = None,
         cluster: str | None = None,
-        limit: int = 100,
-    ) -> list[ActionRecord]:
-        """Actions in arrival order, filtered; executors poll `phase=scheduled` here."""
-        where, args = [], []
-        for column, value in (("queue", queue), ("phase", phase), ("cluster", cluster)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(str(value))
-        sql = f"SELECT {self._ACTION_COLUMNS} FROM actions"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        run: str | None = None,
+        listing: Listing = FIRST_PAGE,
+    ) -> Page[ActionRecord]:
+        """A page of actions in arrival order, filtered; executors poll `phase=scheduled`."""
+        filters: list[tuple[str, object]] = [
+            ("queue = ?", queue),
+            ("phase = ?", None if phase is None else phase.value),
+            ("cluster = ?", cluster),
+            ("COALESCE(json_extract(body, '$.run'), id) = ?", run),  # a run defaults to the id
+        ]
         with self._read() as conn:
-            rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
-        return [self._action_record(row) for row in rows]
+            rows, next_after = read_page(
+                conn, f"SELECT seq, {self._ACTION_COLUMNS} FROM actions", filters, listing
+            )
+        return Page([self._action_record(row) for row in rows], next_after)
 
     def cancel_action(self, action_id: str, now: datetime) -> ActionRecord:
         with self._write() as conn:

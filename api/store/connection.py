@@ -24,7 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from api.store.records import Listing, Order
 from models.errors import FailedPrecondition, Unavailable
 
 log = logging.getLogger("sluice.store")
@@ -88,6 +90,35 @@ def _create_private(path: str) -> None:
             log.warning("%s is open to other users (mode %o); chmod 600 it", path, mode)
     except OSError as error:
         raise Unavailable(f"cannot create the database {path}: {error}") from None
+
+
+def read_page(
+    conn: sqlite3.Connection,
+    select: str,
+    filters: list[tuple[str, object]],
+    listing: Listing,
+) -> tuple[list[tuple[Any, ...]], int | None]:
+    """One page of `select` (whose first column is `seq`, of a table with `submitted_at`),
+    filtered by `filters` (SQL condition with one `?`, value), as `listing` says; returns the
+    rows (without seq) and the seq to continue after, None on the last page."""
+    conditions = [(condition, value) for condition, value in filters if value is not None]
+    descending = listing.order is Order.DESC
+    if listing.after is not None:
+        conditions.append(("seq < ?" if descending else "seq > ?", listing.after))
+    for condition, moment in (
+        ("submitted_at > ?", listing.submitted_after),
+        ("submitted_at < ?", listing.submitted_before),
+    ):
+        if moment is not None:
+            conditions.append((condition, stored_time(moment)))
+    sql = select
+    if conditions:
+        sql += " WHERE " + " AND ".join(condition for condition, _ in conditions)
+    sql += f" ORDER BY seq {'DESC' if descending else 'ASC'} LIMIT ?"
+    rows = conn.execute(sql, [value for _, value in conditions] + [listing.limit + 1]).fetchall()
+    more = len(rows) > listing.limit
+    rows = rows[: listing.limit]
+    return [row[1:] for row in rows], rows[-1][0] if more else None
 
 
 def read_generation(conn: sqlite3.Connection) -> int:

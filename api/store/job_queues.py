@@ -21,12 +21,21 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from api.store.connection import SqliteFile, bump_generation, read_time, stored_time
+from api.store.connection import (
+    SqliteFile,
+    bump_generation,
+    read_page,
+    read_time,
+    stored_time,
+)
 from api.store.records import (
+    FIRST_PAGE,
     AppliedJobs,
     JobPhase,
     JobQueueRecord,
     JobRecord,
+    Listing,
+    Page,
     Preemption,
     ReportedOutcome,
     ShareCounts,
@@ -260,6 +269,14 @@ class SqliteJobQueues(SqliteFile):
             counts.setdefault((queue, share), {})[phase.lower()] = count
         return {key: ShareCounts(**value) for key, value in counts.items()}
 
+    def preemption_totals(self) -> dict[str, int]:
+        """Preemptions per job queue, over every job the store holds."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT job_queue, SUM(preemptions) FROM jobs GROUP BY job_queue"
+            ).fetchall()
+        return dict(rows)
+
     # -- jobs ------------------------------------------------------------------------------------
 
     def submit_job(self, job: Job) -> JobRecord:
@@ -318,20 +335,19 @@ class SqliteJobQueues(SqliteFile):
         job_queue: str | None = None,
         share: str | None = None,
         phase: JobPhase | None = None,
-        limit: int = 100,
-    ) -> list[JobRecord]:
-        """Jobs in arrival order, filtered."""
-        where, args = [], []
-        for column, value in (("job_queue", job_queue), ("share", share), ("phase", phase)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(str(value))
-        sql = f"SELECT {_JOB_COLUMNS} FROM jobs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        listing: Listing = FIRST_PAGE,
+    ) -> Page[JobRecord]:
+        """A page of jobs in arrival order, filtered."""
+        filters: list[tuple[str, object]] = [
+            ("job_queue = ?", job_queue),
+            ("share = ?", share),
+            ("phase = ?", None if phase is None else phase.value),
+        ]
         with self._read() as conn:
-            rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
-        return [_job_record(row) for row in rows]
+            rows, next_after = read_page(
+                conn, f"SELECT seq, {_JOB_COLUMNS} FROM jobs", filters, listing
+            )
+        return Page([_job_record(row) for row in rows], next_after)
 
     def cancel_job(self, job_id: str, now: datetime) -> JobRecord:
         """A queued job leaves its line; a scheduled or running one frees its instances."""

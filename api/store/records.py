@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from models.errors import ErrorCode, FailedPrecondition
 from models.quota import (
@@ -57,6 +57,39 @@ class Phase(StrEnum):
 LIVE_PHASES = (Phase.QUEUED, Phase.SCHEDULED, Phase.RUNNING)
 
 
+class Order(StrEnum):
+    """Which way a listing runs through arrival order."""
+
+    ASC = "asc"  # oldest first
+    DESC = "desc"  # newest first
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One page of a listing of actions or jobs: keyset pagination over arrival order.
+
+    A page starts after the arrival number `after` the previous page ended at, so pages
+    stay right while rows are added (no offset that shifts under the reader).
+    """
+
+    limit: int = 100
+    order: Order = Order.ASC
+    after: int | None = None
+    submitted_after: datetime | None = None  # both bounds exclusive
+    submitted_before: datetime | None = None
+
+
+FIRST_PAGE = Listing()
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Page(Generic[R]):
+    items: list[R]
+    next_after: int | None  # where the next page starts; None on the last page
+
+
 @dataclass(frozen=True)
 class QueueRecord:
     queue: Queue  # settings, with head_blocked_since as persisted by the last tick
@@ -75,6 +108,21 @@ class QueueCounts:
     def depth_used(self) -> int:
         """In flight plus waiting: what the depth limit counts."""
         return self.queued + self.scheduled + self.running
+
+
+@dataclass(frozen=True)
+class ActionTotals:
+    """One queue's actions counted over every row the store holds (so a restart keeps them).
+
+    `wait_le[i]` counts the scheduled actions that waited at most `bounds_s[i]` seconds
+    from submission to scheduling (the bounds `Store.action_totals` was given).
+    """
+
+    submitted: int = 0
+    scheduled: int = 0
+    failed: dict[str, int] = field(default_factory=dict)  # by error code
+    wait_le: tuple[int, ...] = ()
+    wait_sum_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -224,6 +272,7 @@ class QuotaStore(Protocol):
     def get_job_queue(self, name: str) -> JobQueueRecord: ...
     def list_job_queues(self) -> list[JobQueueRecord]: ...
     def share_counts(self, job_queue: str | None = None) -> dict[tuple[str, str], ShareCounts]: ...
+    def preemption_totals(self) -> dict[str, int]: ...
 
     def submit_job(self, job: Job) -> JobRecord: ...
     def get_job(self, job_id: str) -> JobRecord: ...
@@ -233,8 +282,8 @@ class QuotaStore(Protocol):
         job_queue: str | None = None,
         share: str | None = None,
         phase: JobPhase | None = None,
-        limit: int = 100,
-    ) -> list[JobRecord]: ...
+        listing: Listing = FIRST_PAGE,
+    ) -> Page[JobRecord]: ...
     def cancel_job(self, job_id: str, now: datetime) -> JobRecord: ...
     def report_job(
         self,
@@ -259,6 +308,7 @@ class Store(QuotaStore, Protocol):
     def set_draining(self, name: str, draining: bool) -> QueueRecord: ...
     def delete_queue(self, name: str) -> None: ...
     def queue_counts(self, queue: str | None = None) -> dict[str, QueueCounts]: ...
+    def action_totals(self, bounds_s: tuple[float, ...]) -> dict[str, ActionTotals]: ...
 
     def put_cluster(self, cluster: Cluster) -> None: ...
     def get_cluster(self, name: str) -> Cluster: ...
@@ -278,8 +328,9 @@ class Store(QuotaStore, Protocol):
         queue: str | None = None,
         phase: Phase | None = None,
         cluster: str | None = None,
-        limit: int = 100,
-    ) -> list[ActionRecord]: ...
+        run: str | None = None,
+        listing: Listing = FIRST_PAGE,
+    ) -> Page[ActionRecord]: ...
     def cancel_action(self, action_id: str, now: datetime) -> ActionRecord: ...
     def report(
         self,

@@ -154,7 +154,7 @@ def test_reusable_environment_is_charged_once_when_it_starts(svc: Service) -> No
     ... Later actions that join the running pool add nothing to the cap." """
     svc.ok("POST", "/queues", {"name": "emb", "max_accelerators": {"H100": 2}}, 201)
     pool = {"queue": "emb", "replicas": 2, "resources": {"cpu": "4"}, "gpu": "H100:1"}
-    svc.ok("PUT", "/environments/embedder", pool)
+    svc.ok("PUT", "/environments/embedder", pool, status=201)
     for index in range(3):
         job = {"id": f"e{index}", "queue": "emb", "environment": "embedder"}
         svc.ok("POST", "/actions", job, status=201)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from api.demo import BORROWER, DEMO_JOB_QUEUE, G5, LENDER, DemoExecutor, load_demo_fleet
-from api.store.records import JobPhase, JobRecord
+from api.store.records import JobPhase, JobRecord, Listing, Page
 from models.quota_result import PreemptReason, QuotaTickResult
 from tests.support.service import Service, service
 
@@ -98,7 +98,7 @@ def test_demo_jobs_borrow_get_reclaimed_and_finish(svc: Service) -> None:
     assert executor.preempted_seen >= 1
     scheduled = {start.job for result in results for start in result.scheduled}
     assert {_share_of(job) for job in scheduled} == {"project-a", "project-b", "project-c"}
-    jobs = store.list_jobs(job_queue=DEMO_JOB_QUEUE, limit=1000)
+    jobs = store.list_jobs(job_queue=DEMO_JOB_QUEUE, listing=Listing(limit=1000)).items
     done = [r for r in jobs if r.phase is JobPhase.SUCCEEDED]
     assert {r.job.share for r in done} >= {"project-a", "project-b"}
     assert all(r.started_at is not None and r.finished_at is not None for r in done)
@@ -142,9 +142,11 @@ def test_demo_executor_stops_a_job_preempted_while_it_reported(
     stale = replace(record, phase=JobPhase.RUNNING)
     listed = store.list_jobs
 
-    def list_jobs(**filters: Any) -> list[JobRecord]:
+    def list_jobs(**filters: Any) -> Page[JobRecord]:
         found = listed(**filters)
-        return [stale, *found] if filters.get("phase") is JobPhase.RUNNING else found
+        if filters.get("phase") is JobPhase.RUNNING:
+            return Page([stale, *found.items], found.next_after)
+        return found
 
     monkeypatch.setattr(store, "list_jobs", list_jobs)
     executor._job_finish_at[victim] = 0.0

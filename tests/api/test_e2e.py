@@ -14,6 +14,7 @@ import yaml
 
 from api.client import Action, Queue, SluiceClient
 from fixtures.service_fleets import EAST_SMALL
+from tests.support.metrics import value
 from tests.support.service import Server, sluice
 
 SEED_CREATE = (
@@ -121,4 +122,5 @@ def test_seed_example_moves_as_the_seed_says(tmp_path: Path, server: Server) -> 
     metrics = json.loads(sluice(url, "get", "queue", "research", "-o", "json").stdout)
     assert metrics["accelerator_charges"]["gpu"] == 8 and metrics["max_gpus"] == 8
     scrape = httpx.get(f"{url}/metrics").text
-    assert 'sluice_queue_in_flight{queue="research",pool="gpu-pool",resource="gpu"} 8' in scrape
+    research = {"queue": "research", "pool": "gpu-pool", "device": "gpu"}
+    assert value(scrape, "sluice_queue_in_flight_devices", **research) == 8

@@ -21,9 +21,11 @@ from click.testing import CliRunner
 from api.cli.context import Remote
 from api.cli.main import main
 from api.client import Job, JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvironment
+from api.store.records import Listing
 from api.store.sqlite import SqliteStore
 from models.arrow.tables import read_snapshot_stream
 from models.errors import FailedPrecondition
+from tests.support.metrics import value
 from tests.support.quota_builders import G5, P3, SEED_FIXTURE
 from tests.support.service import Service
 
@@ -43,10 +45,11 @@ SEED_QUEUE: dict[str, Any] = {
 }
 
 
-def _seed_fleet(svc: Service) -> None:
-    """The seed's policy and environment: "een maximale capaciteit van 3" for ml.g5.xlarge."""
-    svc.ok("PUT", "/scheduling-policies/quota-policy", POLICY)
-    svc.ok("PUT", "/service-environments/sagemaker-g5", {"capacity_limits": {G5: 3}})
+def _seed_fleet(svc: Service, status: int = 201) -> None:
+    """The seed's policy and environment: "een maximale capaciteit van 3" for ml.g5.xlarge
+    (`status` 201 when the PUTs create them, 200 when they replace them)."""
+    svc.ok("PUT", "/scheduling-policies/quota-policy", POLICY, status)
+    svc.ok("PUT", "/service-environments/sagemaker-g5", {"capacity_limits": {G5: 3}}, status)
 
 
 @pytest.fixture
@@ -186,8 +189,8 @@ def test_create_refuses_every_seed_limit_naming_the_field(svc: Service) -> None:
     """ "Every limit in the seed is validated with a clear error (21 shares, 0 or 6 limits, an
     unsupported instance type, a borrow limit on a non-borrowing share)." """
     _seed_fleet(svc)
-    svc.ok("PUT", "/scheduling-policies/plain", {})
-    svc.ok("PUT", "/service-environments/taken", {"capacity_limits": {G5: 1}})
+    svc.ok("PUT", "/scheduling-policies/plain", {}, status=201)
+    svc.ok("PUT", "/service-environments/taken", {"capacity_limits": {G5: 1}}, status=201)
     other = {**copy.deepcopy(SEED_QUEUE), "name": "other", "service_environment": "taken"}
     svc.ok("POST", "/job-queues", other, status=201)
     for case, change, status, field, fragment in BAD_CREATES:
@@ -231,8 +234,8 @@ def test_status_turns_invalid_with_its_reason_and_back(svc: Service) -> None:
     job = svc.ok("GET", "/jobs/a-1")
     assert (job["state"], job["waiting_reason"]) == ("QUEUED", "job_queue_not_ready")
     metrics = svc.http.get("/metrics").text
-    assert 'sluice_job_queue_valid{job_queue="training"} 0' in metrics
-    _seed_fleet(svc)
+    assert value(metrics, "sluice_job_queue_valid", job_queue="training") == 0
+    _seed_fleet(svc, status=200)
     assert svc.ok("GET", "/job-queues/training")["reason"] == "JobQueue Healthy"
     svc.tick()
     assert svc.ok("GET", "/jobs/a-1")["state"] == "SCHEDULED"
@@ -313,10 +316,11 @@ def test_seed_example_borrow_reclaim_and_back_in_line(svc: Service) -> None:
     assert svc.ok("GET", "/jobs/a-3")["state"] == "QUEUED"
     assert b1["submitted_at"] > again["submitted_at"]
     metrics = svc.http.get("/metrics").text
-    share_a = 'job_queue="training",share="project-a",instance_type="ml.g5.xlarge"'
-    assert f"sluice_quota_share_borrowed{{{share_a}}} 1" in metrics
-    jobs = 'sluice_quota_share_jobs{job_queue="training",share="project-a",state="queued"}'
-    assert f"{jobs} 1" in metrics
+    share_a = {"job_queue": "training", "share": "project-a"}
+    kind = {"instance_type": "ml.g5.xlarge"}
+    assert value(metrics, "sluice_quota_share_borrowed", **share_a, **kind) == 1
+    assert value(metrics, "sluice_quota_share_jobs", **share_a, state="queued") == 1
+    assert value(metrics, "sluice_preemptions_total", job_queue="training") == 1
     # The service's snapshot (GET /snapshot, Arrow) carries the job queues too.
     snapshot = read_snapshot_stream(svc.http.get("/snapshot").content)
     assert [q.name for q in snapshot.job_queues] == ["training"]
@@ -351,6 +355,7 @@ def test_in_share_preemption_and_lowered_limits_through_the_api(svc: Service) ->
         "PUT",
         "/job-queues/training/shares/project-d",
         {"capacity_limits": {G5: 0}, "strategy": "LEND_AND_BORROW", "borrow_limit": 100},
+        status=201,
     )
     assert [s["name"] for s in queue["shares"]][-1] == "project-d"
 
@@ -470,7 +475,7 @@ def test_a_schema_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         conn.execute("DROP TABLE jobs")
     store = SqliteStore(path)
     try:
-        assert store.list_jobs(limit=1) == []  # the jobs table is back
+        assert store.list_jobs(listing=Listing(limit=1)).items == []  # the jobs table is back
     finally:
         store.close()
     with sqlite3.connect(path) as conn:

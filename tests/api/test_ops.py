@@ -12,6 +12,7 @@ import pytest
 from models.result import TickResult
 from models.snapshot import Snapshot
 from solver import tick
+from tests.support.metrics import families, value
 from tests.support.service import Service, service
 
 
@@ -42,8 +43,14 @@ def test_watch_one_queue_and_pools(svc: Service) -> None:
 
 def test_metrics_in_prometheus_text(svc: Service) -> None:
     """Issue: /metrics in Prometheus text format (usage and cap per queue and resource,
-    waiting and blocked counts, tick duration)."""
-    queue = {"name": "q", "max_resources": {"cpu": "8"}, "max_accelerators": {"H100": 8}}
+    waiting and blocked counts, tick duration). Issue 17: "One unit per metric (cores,
+    bytes, devices as separate metrics, not one metric with a `resource` label mixing
+    units)"; "the metrics parse with prometheus_client's own parser in a test"."""
+    queue = {
+        "name": "q",
+        "max_resources": {"cpu": "8", "memory": "4Ti"},
+        "max_accelerators": {"H100": 8},
+    }
     svc.ok("POST", "/queues", queue, status=201)
     job = {
         "id": "j",
@@ -55,19 +62,32 @@ def test_metrics_in_prometheus_text(svc: Service) -> None:
     svc.tick()
     response = svc.http.get("/metrics")
     assert response.headers["content-type"].startswith("text/plain")
-    lines = set(response.text.splitlines())
-    for line in (
-        'sluice_queue_in_flight{queue="q",pool="default",resource="cpu"} 0.5',
-        'sluice_queue_cap{queue="q",pool="default",resource="cpu"} 8',
-        'sluice_queue_in_flight{queue="q",pool="default",resource="nvidia_gpu/nvidia-h100"} 2',
-        'sluice_queue_cap{queue="q",pool="default",resource="nvidia_gpu/nvidia-h100"} 8',
-        'sluice_queue_waiting{queue="q",pool="default"} 1',
-        'sluice_queue_head_blocked{queue="q",pool="default"} 0',
-        "sluice_queues_blocked 0",
-        "# TYPE sluice_tick_duration_seconds gauge",
+    text = response.text
+    key = {"queue": "q", "pool": "default"}
+    h100 = key | {"device": "nvidia_gpu/nvidia-h100"}
+    for name, labels, expected in (
+        ("sluice_queue_in_flight_cpu_cores", key, 0.5),
+        ("sluice_queue_cap_cpu_cores", key, 8),
+        ("sluice_queue_cap_bytes", key | {"resource": "memory"}, 4 * 2**40),
+        ("sluice_queue_in_flight_devices", h100, 2),
+        ("sluice_queue_cap_devices", h100, 8),
+        ("sluice_queue_waiting", key, 1),
+        ("sluice_queue_head_blocked", key, 0),
+        ("sluice_queues_blocked", {}, 0),
     ):
-        assert line in lines, line
-    assert any(line.startswith("sluice_ticks_total ") for line in lines)
+        assert value(text, name, **labels) == expected, name
+    assert families(text)["sluice_tick_duration_seconds"] == "histogram"
+    assert (value(text, "sluice_ticks_total") or 0) >= 1
+
+
+@pytest.mark.service(cluster=None)
+def test_metrics_count_past_a_million_exactly(svc: Service) -> None:
+    """Issue 17: "A counter past 1,000,000 stops visibly counting (1,234,567 and 1,234,568
+    both print `1.23457e+06`)"."""
+    svc.app.state.ticker.stats.overtaken = 1_234_567
+    assert "sluice_ticks_overtaken_total 1.234567e+06" in svc.http.get("/metrics").text
+    svc.app.state.ticker.stats.overtaken += 1
+    assert value(svc.http.get("/metrics").text, "sluice_ticks_overtaken_total") == 1_234_568
 
 
 @pytest.mark.service(cluster=None)

@@ -230,4 +230,4 @@ def test_changing_an_environment_needs_rights_on_its_queue_and_on_the_new_one(
         assert response.status_code == 200, response.text
         # Moving between two queues needs both: an admin may.
         response = http.put("/environments/fresh", json=taken, headers=_headers("other submitter"))
-        assert response.status_code == 200, response.text
+        assert response.status_code == 201, response.text

@@ -16,6 +16,7 @@ from api.store.records import Phase
 from models.result import TickResult
 from models.snapshot import Action, Queue, Snapshot
 from solver import tick
+from tests.support.metrics import value
 from tests.support.service import SLUICE, free_port, service, start_server
 
 
@@ -130,7 +131,7 @@ def test_the_ticker_counts_an_overtaken_tick_and_replans(tmp_path: Path) -> None
         stats = svc.app.state.ticker.stats
         assert (stats.overtaken, stats.failures) == (1, 0)
         assert {store.get_action(a).phase for a in ("a0", "a1")} == {Phase.QUEUED}
-        assert "sluice_ticks_overtaken_total 1" in svc.http.get("/metrics").text
+        assert value(svc.http.get("/metrics").text, "sluice_ticks_overtaken_total") == 1
         assert svc.ok("GET", "/healthz")["status"] == "ok"
         svc.tick()
-        assert [r.action.id for r in store.list_actions(phase=Phase.SCHEDULED)] == ["a0"]
+        assert [r.action.id for r in store.list_actions(phase=Phase.SCHEDULED).items] == ["a0"]

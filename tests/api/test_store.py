@@ -150,7 +150,7 @@ def _cpu_scheduled(store: SqliteStore, queue: str) -> int:
     """Millicores held by the queue's scheduled actions (their containers' requests)."""
     return sum(
         record.action.containers[0].resources["cpu"]
-        for record in store.list_actions(queue=queue, phase=Phase.SCHEDULED)
+        for record in store.list_actions(queue=queue, phase=Phase.SCHEDULED).items
     )
 
 

@@ -8,7 +8,7 @@ in `solver` (a separate flag from the deterministic limit)."
 from __future__ import annotations
 
 from api.config import ServiceSettings
-from api.metrics import render_metrics
+from api.metrics import tick_metric_families
 from api.ticker import TickStats
 
 
@@ -21,7 +21,7 @@ def test_the_guard_defaults_to_twice_the_time_limit_and_can_be_set() -> None:
 
 def test_metrics_count_guarded_ticks_and_isolated_input() -> None:
     stats = TickStats(wall_guard_hits=3, rejected_actions=2, skipped_pools=1)
-    text = render_metrics([], stats)
-    assert "sluice_tick_wall_guard_hits_total 3" in text
-    assert "sluice_tick_rejected_actions_total 2" in text
-    assert "sluice_tick_skipped_pools 1" in text
+    samples = {s.name: s.value for f in tick_metric_families(stats) for s in f.samples}
+    assert samples["sluice_tick_wall_guard_hits_total"] == 3
+    assert samples["sluice_tick_rejected_actions_total"] == 2
+    assert samples["sluice_tick_skipped_pools"] == 1
