@@ -24,6 +24,7 @@ from models.explanation import Explanation, ExplanationState
 from models.result import TickResult
 from models.snapshot import Action, ActionState, Snapshot
 from solver.explain.infeasible import explain_failed, failure_alone
+from solver.explain.replay import Replayer
 from solver.explain.waiting import explain_waiting
 from solver.placement.failfast import Failure
 from solver.tick import TickOptions, tick
@@ -43,32 +44,40 @@ def explain(
         spots = [(c.name, c.node_pool, c.node) for c in placement.containers] if placement else []
         cluster = placement.cluster if placement else None
         return _placed(action, cluster, spots, "runs", snapshot.now)
+    options = options or TickOptions()
     if result is None:
-        failure = failure_alone(snapshot, action)
-        if failure is not None:
-            return explain_failed(snapshot, action, failure)
         result = tick(snapshot, options)
+    replayer = Replayer(snapshot, action_id, result, options)
     scheduled = next((s for s in result.scheduled if s.action == action_id), None)
     if scheduled is not None:
         spots = [(c.name, c.node_pool, c.node) for c in scheduled.containers]
         return _placed(action, scheduled.cluster, spots, "is scheduled", snapshot.now)
     failed = next((f for f in result.failed if f.action == action_id), None)
     if failed is not None:
-        return explain_failed(snapshot, action, Failure(failed.code, failed.message))
+        return explain_failed(snapshot, action, Failure(failed.code, failed.message), replayer)
     # Not decided by this result (submitted after it, in the service): judge it alone first.
     if not any(w.action == action_id for w in result.waiting):
         failure = failure_alone(snapshot, action)
         if failure is not None:
-            return explain_failed(snapshot, action, failure)
-    return explain_waiting(snapshot, action_id, result)
+            return explain_failed(snapshot, action, failure, replayer)
+    return explain_waiting(snapshot, action_id, result, options)
 
 
 def explain_failure(
-    snapshot: Snapshot, action: Action, code: ErrorCode, message: str
+    snapshot: Snapshot,
+    action: Action,
+    code: ErrorCode,
+    message: str,
+    options: TickOptions | None = None,
 ) -> Explanation:
     """A failure recorded elsewhere (the service's store), judged against `snapshot`'s
-    queues and clusters; the action need not be in the snapshot."""
-    return explain_failed(snapshot, action, Failure(code, message))
+    queues and clusters; the action need not be in the snapshot. Its fixes are proven on
+    the snapshot with the action queued again, by a tick of the whole line."""
+    queued = action.model_copy(update={"state": ActionState.QUEUED, "placement": None})
+    others = [a for a in snapshot.actions if a.id != action.id]
+    again = snapshot.model_copy(update={"actions": [*others, queued]})
+    replayer = Replayer(again, action.id, None, options or TickOptions())
+    return explain_failed(again, queued, Failure(code, message), replayer)
 
 
 Spots = list[tuple[str, str, int]]  # (container, node pool, node)

@@ -216,11 +216,14 @@ def _change_selector(snapshot: Snapshot, action_id: str, change: Change) -> Snap
 
 
 def _finish(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
-    """Take running work out until `amount` of the resource is freed (biggest first)."""
+    """Take the named running work out, or else running work until `amount` of the resource
+    is freed (biggest first)."""
     queue = _queue_of(snapshot, change, action_id)
     running = [a for a in snapshot.actions if a.state is ActionState.RUNNING and a.queue == queue]
     resource, wanted = change.resource or "", change.amount or 0
-    if resource == FINISH_RUNS:
+    if change.actions:
+        gone = set(change.actions)
+    elif resource == FINISH_RUNS:
         runs = sorted({a.run_id for a in running})[:wanted]
         gone = {a.id for a in running if a.run_id in runs}
     elif resource == FINISH_ACTIONS:

@@ -204,7 +204,7 @@ def _reduced(snapshot: Snapshot, line: Line, *, fixed: bool) -> Snapshot:
     environments = list(snapshot.environments)
     if fixed:
         environments = [
-            _started(env, line.env_starts[env.name]) if env.name in starters else env
+            started(env, line.env_starts[env.name]) if env.name in starters else env
             for env in environments
         ]
         if line.head is not None:
@@ -231,7 +231,7 @@ def as_running(action: Action, decision: ScheduledAction) -> Action:
     return action.model_copy(update={"state": ActionState.RUNNING, "placement": placement})
 
 
-def _started(env: Environment, start: EnvironmentStart) -> Environment:
+def started(env: Environment, start: EnvironmentStart) -> Environment:
     return env.model_copy(update={"running": True, "placement": start.placement()})
 
 

@@ -1,0 +1,327 @@
+"""Prove a suggestion the way an admin would see it work: re-run the tick with the change made.
+
+The tick walks the line in global order and admits an action exactly when it fits together
+with everything admitted before it, so a change cannot alter any decision ahead of the
+first action whose own limits it touches (the earliest refused action of a changed queue,
+of a queue routing to a changed cluster, or the action itself when its request changes).
+A replay keeps those decisions as the tick made them (admissions become running work where
+the tick put them, refusals are left out with the depth lowered to still count them, the
+refused head of a strict line stays to block it again) and re-decides the rest of the line
+up to the action with `solver.tick`, the deterministic engine with the same options. Behind
+the action nothing is replayed: it cannot change whether the action runs.
+
+The replay shows whether the action runs, which other actions the change lets in ahead of
+it, and which actions the tick schedules now that the changed tick leaves out (displaced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from models.explanation import Change, ChangeKind, Suggestion
+from models.result import TickResult, WaitReason
+from models.snapshot import Action, ActionState, Scheduling, Snapshot
+from solver.explain.changes import apply_changes
+from solver.explain.frozen import as_running, global_order, started
+from solver.tick import TickOptions, tick
+
+QUEUE_CHANGES = (ChangeKind.RAISE_CAP, ChangeKind.RAISE_LIMIT, ChangeKind.SWITCH_POLICY)
+CLUSTER_CHANGES = (ChangeKind.ADD_NODES, ChangeKind.ADD_POOL)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What the tick, re-run with a change, decides for the action and the line ahead of it."""
+
+    runs: bool  # the action is scheduled
+    failed: bool  # the action fails (INFEASIBLE or expired)
+    message: str  # why it waits or fails when it does not run
+    let_in: list[str]  # actions ahead of it the change lets in, in global order
+    displaced: list[str]  # actions ahead of it scheduled now that no longer are
+    finished: bool  # the replayed tick decided all of it within its time limit
+
+
+class Replayer:
+    """Replays of one tick for one action, each with its own changes."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        action_id: str,
+        result: TickResult | None,
+        options: TickOptions,
+    ) -> None:
+        """`result` is the tick of `snapshot` (or an earlier one, as in the service); without
+        one, nothing is known ahead of the action and the whole line is replayed."""
+        self.snapshot = snapshot
+        self.action_id = action_id
+        self.options = options
+        scheduled = result.scheduled if result else []
+        failed = result.failed if result else []
+        waiting = result.waiting if result else []
+        self.scheduled = {s.action: s for s in scheduled}
+        self.failed = {f.action for f in failed}
+        self.decided = set(self.scheduled) | self.failed | {w.action for w in waiting}
+        self.depth_refused = {w.action for w in waiting if w.reason is WaitReason.DEPTH}
+        self.env_starts = {e.environment: e for e in result.environments_started} if result else {}
+        self.replays = 0
+
+    def within_budget(self) -> bool:
+        return self.replays < MOST_REPLAYS
+
+    def prove(self, changes: list[Change]) -> Replayed | None:
+        """The replay with the explanation's limit per replay; None past its budget."""
+        if not self.within_budget():
+            return None
+        return self.replay(changes, min(REPLAY_LIMIT_S, self.options.time_limit_s))
+
+    def refused_ahead(self) -> list[Action]:
+        """Actions ahead of this one in the line that the tick did not schedule, in order:
+        the ones a change may let in first."""
+        order = global_order(self.snapshot)
+        target = next(i for i, a in enumerate(order) if a.id == self.action_id)
+        return [a for a in order[:target] if a.id not in self.scheduled]
+
+    def replay(self, changes: list[Change], time_limit_s: float) -> Replayed:
+        self.replays += 1
+        changed = apply_changes(self.snapshot, self.action_id, changes)
+        order = global_order(changed)
+        target = next(i for i, a in enumerate(order) if a.id == self.action_id)
+        start = min(target, self._earliest(changed, order, changes))
+        world = self._world(changed, order, start, target)
+        options = TickOptions(time_limit_s=time_limit_s, seed=self.options.seed)
+        outcome = tick(world, options)
+        now = {s.action for s in outcome.scheduled}
+        window = [a.id for a in order[start:target]]
+        message = next(
+            (w.message for w in outcome.waiting if w.action == self.action_id),
+            next((f.message for f in outcome.failed if f.action == self.action_id), ""),
+        )
+        return Replayed(
+            runs=self.action_id in now,
+            failed=any(f.action == self.action_id for f in outcome.failed),
+            message=message,
+            let_in=[a for a in window if a in now and a not in self.scheduled],
+            displaced=[a for a in window if a in self.scheduled and a not in now],
+            finished=not outcome.solver.limit_hit,
+        )
+
+    def _earliest(self, changed: Snapshot, order: list[Action], changes: list[Change]) -> int:
+        """The first position in the line whose decision the changes could alter."""
+        queues: set[str] = set()
+        clusters: set[str] = set()
+        for change in changes:
+            queue = change.queue or self._queue_of_target()
+            if change.kind in QUEUE_CHANGES:
+                queues.add(queue)
+            elif change.kind in CLUSTER_CHANGES:
+                clusters.add(change.cluster or "")
+            elif change.kind is ChangeKind.WAIT_FOR_FINISH:
+                # Finished work frees the queue's caps and the room it held.
+                queues.add(queue)
+                clusters |= {
+                    a.placement.cluster
+                    for a in self.snapshot.actions
+                    if a.queue == queue and a.state is ActionState.RUNNING and a.placement
+                }
+        routed = {q.name: q.clusters for q in changed.queues}
+        for position, action in enumerate(order):
+            if action.id not in self.decided:
+                return position  # decided after this result: nothing is known of it
+            if action.id in self.scheduled:
+                continue
+            reach = routed.get(action.queue)
+            if action.queue in queues or (
+                clusters and (reach is None or not clusters.isdisjoint(reach))
+            ):
+                return position
+        return len(order)
+
+    def _queue_of_target(self) -> str:
+        return next(a.queue for a in self.snapshot.actions if a.id == self.action_id)
+
+    def _world(self, changed: Snapshot, order: list[Action], start: int, target: int) -> Snapshot:
+        """The changed snapshot with the decisions ahead of `start` kept, nothing behind
+        the action."""
+        strict = {q.name for q in changed.queues if q.scheduling is Scheduling.STRICT_FIFO}
+        kept: dict[str, Action] = {}
+        dropped: dict[str, int] = {}
+        heads: set[str] = set()
+        env_starts = self.env_starts
+        started_envs: set[str] = set()
+        for action in order[:start]:
+            decision = self.scheduled.get(action.id)
+            if decision is not None:
+                kept[action.id] = as_running(action, decision)
+                env = action.environment
+                if env is not None and env in env_starts:
+                    started_envs.add(env)
+            elif action.id in self.failed:
+                continue
+            elif (
+                action.queue in strict
+                and action.queue not in heads
+                and action.id not in self.depth_refused
+            ):
+                heads.add(action.queue)  # blocks its line again: the same verdict
+                kept[action.id] = action
+            else:
+                dropped[action.queue] = dropped.get(action.queue, 0) + 1
+        for action in order[start : target + 1]:
+            kept[action.id] = action
+        actions = [
+            kept.get(a.id, a) if a.state is ActionState.QUEUED else a
+            for a in changed.actions
+            if a.state is ActionState.RUNNING or a.id in kept
+        ]
+        queues = [
+            q.model_copy(update={"depth": max(0, q.depth - dropped[q.name])})
+            if q.depth is not None and q.name in dropped
+            else q
+            for q in changed.queues
+        ]
+        environments = [
+            started(e, env_starts[e.name]) if e.name in started_envs and not e.running else e
+            for e in changed.environments
+        ]
+        return changed.model_copy(
+            update={
+                "actions": actions,
+                "queues": queues,
+                "environments": environments,
+                # Quota-managed job queues run apart from capped queues.
+                "scheduling_policies": [],
+                "service_environments": [],
+                "job_queues": [],
+                "jobs": [],
+            }
+        )
+
+
+# Replays one explanation may spend, and the time limit of each replayed tick (estimated
+# seconds of model checks, as TickOptions counts them: reproducible). Past either, what is
+# left is reported unproven rather than offered.
+MOST_REPLAYS = 12
+REPLAY_LIMIT_S = 1.0
+
+
+class Verdict(StrEnum):
+    PROVEN = "proven"  # the re-run tick schedules it and displaces nothing scheduled now
+    RULED_OUT = "ruled_out"  # even the largest change tried does not do that
+    UNPROVEN = "unproven"  # the budget ran out before a re-run tick could say
+
+
+@dataclass(frozen=True)
+class Found:
+    verdict: Verdict
+    changes: list[Change]
+    replayed: Replayed | None
+
+
+def smallest(
+    replayer: Replayer, ladders: list[list[Change]], accept: Callable[[Replayed], bool]
+) -> Found:
+    """The lowest rung of the ladders (each change's versions, smallest first, climbed
+    together) whose re-run tick `accept`s; rung 0 is the explanation model's own fix.
+
+    Admitting the action can need more than the model's fix when the change lets earlier
+    actions in too; the top rung lets in every earlier action the change could, and a
+    bisection between finds the least rung that still works.
+    """
+    top = max(len(ladder) for ladder in ladders) - 1
+
+    def rung(k: int) -> list[Change]:
+        return [ladder[min(k, len(ladder) - 1)] for ladder in ladders]
+
+    def attempt(k: int) -> Replayed | None:
+        return replayer.prove(rung(k))
+
+    first = attempt(0)
+    if first is None or not first.finished:
+        return Found(Verdict.UNPROVEN, rung(0), first)
+    if accept(first):
+        return Found(Verdict.PROVEN, rung(0), first)
+    if top == 0:
+        return Found(Verdict.RULED_OUT, rung(0), first)
+    last = attempt(top)
+    if last is None or not last.finished:
+        return Found(Verdict.UNPROVEN, rung(top), last)
+    if not accept(last):
+        return Found(Verdict.RULED_OUT, rung(top), last)
+    low, high, best = 0, top, last
+    while high - low > 1:
+        middle = (low + high) // 2
+        replayed = attempt(middle)
+        if replayed is None:
+            break  # the top rung is proven; the budget only cut the search for less
+        if replayed.finished and accept(replayed):
+            high, best = middle, replayed
+        else:
+            low = middle
+    return Found(Verdict.PROVEN, rung(high), best)
+
+
+def runs_displacing_nothing(replayed: Replayed) -> bool:
+    return replayed.runs and not replayed.displaced
+
+
+def who_runs(action_id: str, replayed: Replayed) -> str:
+    """`it runs`, or `a2 and a5 run` when the change lets a2 in ahead of a5."""
+    if not replayed.let_in:
+        return "it runs"
+    return f"{_names([*replayed.let_in, action_id])} run"
+
+
+class Proofs:
+    """The suggestions of one explanation, each proven by re-running the tick before it is
+    offered; the rest are reported unproven or ruled out, in words."""
+
+    def __init__(self, replayer: Replayer) -> None:
+        self.replayer = replayer
+        self.suggestions: list[Suggestion] = []
+        self.unproven: list[Suggestion] = []
+        self.ruled_out: list[str] = []
+
+    def offer(self, ladders: list[list[Change]], words: Callable[[list[Change]], str]) -> None:
+        """Offer the smallest rung of `ladders` with which the tick runs the action and
+        still runs everything it schedules now."""
+        found = smallest(self.replayer, ladders, runs_displacing_nothing)
+        sentence = words(found.changes)
+        replayed = found.replayed
+        if found.verdict is Verdict.PROVEN:
+            assert replayed is not None
+            self.suggestions.append(
+                Suggestion(
+                    changes=found.changes,
+                    message=f"{sentence}: then {who_runs(self.replayer.action_id, replayed)}",
+                    also_runs=replayed.let_in,
+                )
+            )
+        elif found.verdict is Verdict.UNPROVEN:
+            self.unproven.append(
+                Suggestion(
+                    changes=found.changes,
+                    message=f"{sentence}: unproven, the tick re-run with it did not finish"
+                    " within the explanation's budget",
+                )
+            )
+        else:
+            assert replayed is not None
+            self.ruled_out.append(f"{sentence} (the most of it tried): {_short(replayed)}")
+
+
+def _short(replayed: Replayed) -> str:
+    """Why a change that was tried is no fix."""
+    if replayed.runs:
+        return (
+            f"it would run, but {_names(replayed.displaced)} scheduled now would not, so no"
+            " change of this kind lets it in without displacing work"
+        )
+    why = f": {replayed.message}" if replayed.message else ""
+    return f"the tick re-run with it still does not run it{why}"
+
+
+def _names(ids: list[str]) -> str:
+    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + f" and {ids[-1]}"
