@@ -25,6 +25,7 @@ from models.result import TickResult, WaitReason
 from models.snapshot import Action, ActionState, Scheduling, Snapshot
 from solver.explain.changes import apply_changes
 from solver.explain.frozen import as_running, global_order, started
+from solver.placement.problem import compile_snapshot
 from solver.tick import TickOptions, tick
 
 QUEUE_CHANGES = (ChangeKind.RAISE_CAP, ChangeKind.RAISE_LIMIT, ChangeKind.SWITCH_POLICY)
@@ -144,8 +145,14 @@ class Replayer:
 
     def _world(self, changed: Snapshot, order: list[Action], start: int, target: int) -> Snapshot:
         """The changed snapshot with the decisions ahead of `start` kept, nothing behind
-        the action."""
+        the action.
+
+        An admission ahead stays pending (the tick admits it again, and may place it
+        elsewhere to make room, as the whole tick would) unless it sits only on pools no
+        action from `start` on could use: there it is running work where the tick put it.
+        """
         strict = {q.name for q in changed.queues if q.scheduling is Scheduling.STRICT_FIFO}
+        usable = usable_pools(changed, order[start : target + 1])
         kept: dict[str, Action] = {}
         dropped: dict[str, int] = {}
         heads: set[str] = set()
@@ -154,10 +161,16 @@ class Replayer:
         for action in order[:start]:
             decision = self.scheduled.get(action.id)
             if decision is not None:
-                kept[action.id] = as_running(action, decision)
-                env = action.environment
-                if env is not None and env in env_starts:
-                    started_envs.add(env)
+                start_of_env = env_starts.get(action.environment or "")
+                spots = {(decision.cluster, c.node_pool) for c in decision.containers}
+                if decision.cluster is None and start_of_env is not None:
+                    spots = {(start_of_env.cluster, c.node_pool) for c in start_of_env.containers}
+                if spots.isdisjoint(usable):
+                    kept[action.id] = as_running(action, decision)
+                    if start_of_env is not None:
+                        started_envs.add(start_of_env.environment)
+                else:
+                    kept[action.id] = action
             elif action.id in self.failed:
                 continue
             elif (
@@ -310,6 +323,33 @@ class Proofs:
         else:
             assert replayed is not None
             self.ruled_out.append(f"{sentence} (the most of it tried): {_short(replayed)}")
+
+
+def usable_pools(snapshot: Snapshot, actions: list[Action]) -> set[tuple[str | None, str]]:
+    """(cluster, pool) of every node pool a container of `actions` (or of the pool an
+    environment of theirs starts) could ever use. Device caps are left out: a change may
+    raise one and open a pool to untyped GPUs."""
+    names = {a.environment for a in actions}
+    solo = snapshot.model_copy(
+        update={
+            "actions": [a.model_copy(update={"state": ActionState.QUEUED}) for a in actions],
+            "environments": [e for e in snapshot.environments if e.name in names],
+            "queues": [q.model_copy(update={"max_accelerators": {}}) for q in snapshot.queues],
+            "scheduling_policies": [],
+            "service_environments": [],
+            "job_queues": [],
+            "jobs": [],
+        }
+    )
+    problem = compile_snapshot(solo)
+    items = [item for info in problem.actions for item in info.items]
+    items += [item for env in problem.envs for item in env.items]
+    return {
+        (problem.cluster_names[problem.pools[p].cluster], problem.pools[p].name)
+        for item in items
+        for pools in item.pools.values()
+        for p in pools
+    }
 
 
 def _short(replayed: Replayed) -> str:
