@@ -123,13 +123,25 @@ def _prove_failed(snapshot: Snapshot, action_id: str, explanation: Explanation) 
             found.append(f"{action_id}: failed INFEASIBLE without a reason")
         if not explanation.suggestions:
             found.append(f"{action_id}: failed INFEASIBLE without a suggestion")
+    return found + fixes_work(snapshot, action_id, explanation)
+
+
+def fixes_work(snapshot: Snapshot, action_id: str, explanation: Explanation) -> list[str]:
+    """Each suggestion applied to the whole snapshot, the whole tick re-run: a waiting action
+    is scheduled; a failed one no longer fails, and is scheduled unless the suggestion says
+    the tick keeps it waiting."""
+    found = []
     for suggestion in explanation.suggestions:
         outcome = tick(apply_changes(snapshot, action_id, suggestion.changes), OPTIONS)
-        if any(f.action == action_id for f in outcome.failed):
+        runs = any(s.action == action_id for s in outcome.scheduled)
+        if explanation.state is ExplanationState.WAITING:
+            if not runs:
+                found.append(
+                    f"{action_id}: the whole tick leaves it out after {suggestion.message!r}"
+                )
+        elif any(f.action == action_id for f in outcome.failed):
             found.append(f"{action_id}: still fails after {suggestion.message!r}")
-        elif WAITS_AFTER_FIX not in suggestion.message and not any(
-            s.action == action_id for s in outcome.scheduled
-        ):
+        elif WAITS_AFTER_FIX not in suggestion.message and not runs:
             found.append(f"{action_id}: not scheduled after {suggestion.message!r}")
     return found
 
@@ -155,11 +167,7 @@ def _prove_waiting(
         kind not in KIND_OF_LIMIT[a.limit] for kind, a in zip(kinds, core, strict=False)
     ):
         found.append(f"{action_id}: items {kinds} do not match the core {[a.limit for a in core]}")
-    for suggestion in explanation.suggestions:
-        if not scheduled(apply_changes(snapshot, action_id, suggestion.changes), action_id):
-            found.append(
-                f"{action_id}: the whole tick still leaves it out after {suggestion.message!r}"
-            )
+    found += fixes_work(snapshot, action_id, explanation)
     # Sufficient: with only the core's limits kept, it still waits.
     world = relaxed(proof, action_id, model, core)
     if scheduled(world, action_id):
