@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from models.explanation import Change, ChangeKind, Suggestion
-from models.result import TickResult, WaitReason
+from models.result import ScheduledAction, TickResult, WaitReason
 from models.snapshot import Action, ActionState, Scheduling, Snapshot
 from solver.explain.changes import apply_changes
 from solver.explain.frozen import as_running, global_order, started
@@ -30,6 +30,19 @@ from solver.tick import TickOptions, tick
 
 QUEUE_CHANGES = (ChangeKind.RAISE_CAP, ChangeKind.RAISE_LIMIT, ChangeKind.SWITCH_POLICY)
 CLUSTER_CHANGES = (ChangeKind.ADD_NODES, ChangeKind.ADD_POOL)
+
+# Replays one explanation may spend, and the time limit of each replayed tick (estimated
+# seconds of model checks, as TickOptions counts them: reproducible). Past either, what is
+# left is reported unproven rather than offered.
+MOST_REPLAYS = 12
+REPLAY_LIMIT_S = 1.0
+# Admissions ahead that a replay re-decides (so the tick may move them to make room); past
+# this many, they are kept where the tick put them.
+MOST_PENDING_AHEAD = 64
+# Actions of the line a replay decides again, from the first the change can touch up to the
+# explained one; a replay of more would cost about a whole tick at 10,000 queued, so the
+# suggestion is reported unproven instead.
+MOST_REDECIDED = 400
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,8 @@ class Replayer:
         order = global_order(changed)
         target = next(i for i, a in enumerate(order) if a.id == self.action_id)
         start = min(target, self._earliest(changed, order, changes))
+        if target - start >= MOST_REDECIDED:
+            return Replayed(False, False, "", [], [], finished=False)
         world = self._world(changed, order, start, target)
         options = TickOptions(time_limit_s=time_limit_s, seed=self.options.seed)
         outcome = tick(world, options)
@@ -140,6 +155,14 @@ class Replayer:
                 return position
         return len(order)
 
+    def _spots(self, action: Action, decision: ScheduledAction) -> set[tuple[str | None, str]]:
+        """The (cluster, pool) pairs an admission's work occupies (its environment's, when
+        it starts one)."""
+        start = self.env_starts.get(action.environment or "")
+        if decision.cluster is None and start is not None:
+            return {(start.cluster, c.node_pool) for c in start.containers}
+        return {(decision.cluster, c.node_pool) for c in decision.containers}
+
     def _queue_of_target(self) -> str:
         return next(a.queue for a in self.snapshot.actions if a.id == self.action_id)
 
@@ -147,30 +170,21 @@ class Replayer:
         """The changed snapshot with the decisions ahead of `start` kept, nothing behind
         the action.
 
-        An admission ahead stays pending (the tick admits it again, and may place it
-        elsewhere to make room, as the whole tick would) unless it sits only on pools no
-        action from `start` on could use: there it is running work where the tick put it.
+        Admissions ahead on pools the re-decided part of the line could use stay pending
+        when there are few of them (the tick admits them again, and may place them elsewhere
+        to make room, as the whole tick would); with more, they are running work where the
+        tick put them. Work that cannot touch what is decided again (other queues' work on
+        pools none of it could ever use) is left out, so a replay stays small.
         """
         strict = {q.name for q in changed.queues if q.scheduling is Scheduling.STRICT_FIFO}
-        usable = usable_pools(changed, order[start : target + 1])
-        kept: dict[str, Action] = {}
+        window = order[start : target + 1]
+        heads: dict[str, Action] = {}
         dropped: dict[str, int] = {}
-        heads: set[str] = set()
-        env_starts = self.env_starts
-        started_envs: set[str] = set()
+        admitted: list[tuple[Action, set[tuple[str | None, str]]]] = []
         for action in order[:start]:
             decision = self.scheduled.get(action.id)
             if decision is not None:
-                start_of_env = env_starts.get(action.environment or "")
-                spots = {(decision.cluster, c.node_pool) for c in decision.containers}
-                if decision.cluster is None and start_of_env is not None:
-                    spots = {(start_of_env.cluster, c.node_pool) for c in start_of_env.containers}
-                if spots.isdisjoint(usable):
-                    kept[action.id] = as_running(action, decision)
-                    if start_of_env is not None:
-                        started_envs.add(start_of_env.environment)
-                else:
-                    kept[action.id] = action
+                admitted.append((action, self._spots(action, decision)))
             elif action.id in self.failed:
                 continue
             elif (
@@ -178,17 +192,41 @@ class Replayer:
                 and action.queue not in heads
                 and action.id not in self.depth_refused
             ):
-                heads.add(action.queue)  # blocks its line again: the same verdict
-                kept[action.id] = action
+                heads[action.queue] = action  # blocks its line again: the same verdict
             else:
                 dropped[action.queue] = dropped.get(action.queue, 0) + 1
-        for action in order[start : target + 1]:
-            kept[action.id] = action
+        # A refused head blocks only its own line: one with nothing decided again is left out.
+        lines = {a.queue for a in window}
+        heads = {queue: head for queue, head in heads.items() if queue in lines}
+        decided = [*window, *heads.values()]
+        usable = usable_pools(changed, decided)
+        near = [a for a, spots in admitted if not spots.isdisjoint(usable)]
+        if len(near) <= MOST_PENDING_AHEAD:
+            decided += near
+            usable |= usable_pools(changed, near)
+        else:
+            near = []
+        mine = {a.queue for a in decided}
+
+        def touches(action: Action, spots: set[tuple[str | None, str]]) -> bool:
+            return action.queue in mine or not spots.isdisjoint(usable)
+
+        kept: dict[str, Action] = {a.id: a for a in [*heads.values(), *window]}
+        started_envs: set[str] = set()
+        near_ids = {a.id for a in near}
+        for action, spots in admitted:
+            if action.id in near_ids:
+                kept[action.id] = action
+            elif touches(action, spots):
+                kept[action.id] = as_running(action, self.scheduled[action.id])
+                if action.environment in self.env_starts:
+                    started_envs.add(action.environment or "")
         actions = [
             kept.get(a.id, a) if a.state is ActionState.QUEUED else a
             for a in changed.actions
-            if a.state is ActionState.RUNNING or a.id in kept
+            if a.id in kept or (a.state is ActionState.RUNNING and touches(a, _placed(a)))
         ]
+        env_starts = self.env_starts
         queues = [
             q.model_copy(update={"depth": max(0, q.depth - dropped[q.name])})
             if q.depth is not None and q.name in dropped
@@ -211,13 +249,6 @@ class Replayer:
                 "jobs": [],
             }
         )
-
-
-# Replays one explanation may spend, and the time limit of each replayed tick (estimated
-# seconds of model checks, as TickOptions counts them: reproducible). Past either, what is
-# left is reported unproven rather than offered.
-MOST_REPLAYS = 12
-REPLAY_LIMIT_S = 1.0
 
 
 class Verdict(StrEnum):
@@ -323,6 +354,13 @@ class Proofs:
         else:
             assert replayed is not None
             self.ruled_out.append(f"{sentence} (the most of it tried): {_short(replayed)}")
+
+
+def _placed(action: Action) -> set[tuple[str | None, str]]:
+    placement = action.placement
+    if placement is None:
+        return set()
+    return {(placement.cluster, c.node_pool) for c in placement.containers}
 
 
 def usable_pools(snapshot: Snapshot, actions: list[Action]) -> set[tuple[str | None, str]]:
