@@ -10,9 +10,10 @@
   (solver.explain.core_model, solver.explain.waiting);
 - scheduled or running: where.
 
-Without `result`, the tick is run first (a failure found by fail-fast alone needs no
-tick). `result` may also be the tick before this snapshot was read, as in the service:
-its admissions are then running work of the snapshot, and only its refusals matter.
+Without `result`, the tick is run first. `result` may also be the tick before this snapshot
+was read, as in the service: its admissions are then running work of the snapshot, and only
+its refusals matter. Every suggestion is proven by re-running the tick with it
+(solver.explain.replay) before it is offered.
 """
 
 from __future__ import annotations

@@ -9,10 +9,12 @@ and the tick's result:
   admissions ahead placed on a Plan where the tick put them. The explanation model
   reads room, usage and concurrency off it.
 - the proof snapshot (`proof_snapshot`): the same world as a plain snapshot, the
-  admissions ahead turned into running work, so `solver.tick` on it (with a change
-  applied) shows whether the action then runs. The head of a strict line is kept in
-  place but held by a cap on a resource nothing else asks for, so no relaxation made
-  for this action lets the head in ahead of it: its decision stays the tick's.
+  admissions ahead turned into running work, so `solver.tick` on it (with a limit
+  relaxed) shows whether the action then runs: how the tests prove a minimal set.
+  (Suggestions are proven on the whole line instead: solver.explain.replay.) The head
+  of a strict line is kept in place but held by a cap on a resource nothing else asks
+  for, so no relaxation made for this action lets the head in ahead of it: its decision
+  stays the tick's.
 
 Work that cannot touch the action is left out: running work and admissions of other
 queues on node pools the action could never use, and actions ahead that the tick

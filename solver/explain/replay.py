@@ -353,7 +353,8 @@ class Proofs:
             )
         else:
             assert replayed is not None
-            self.ruled_out.append(f"{sentence} (the most of it tried): {_short(replayed)}")
+            tried = sentence.removeprefix("or ")
+            self.ruled_out.append(f"{tried} (the most of it tried): {_short(replayed)}")
 
 
 def _placed(action: Action) -> set[tuple[str | None, str]]:

@@ -326,3 +326,35 @@ def test_with_no_fleet_described_placement_cannot_be_judged() -> None:
     assert [(i.kind, i.message) for i in explanation.items] == [
         (ReasonKind.NO_CLUSTER, "no cluster is described yet, so its placement cannot be judged")
     ]
+
+
+def test_a_cap_goes_as_high_as_the_actions_it_lets_in_first_and_names_them() -> None:
+    """Issue 18: "if a cap must go to 4 rather than 2 because earlier actions also become
+    admissible, say 4, and name who else the change lets in". Raising max_gpus to the 3 that
+    a5 needs lets a2, ahead of it, in first; only 5 lets both in."""
+    snapshot = (
+        SnapshotBuilder()
+        .queue("q0", max_gpus=2)
+        .cluster("east")
+        .pool("cpu", cpu="32", memory="128Gi")
+        .pool("t4", cpu="32", memory="128Gi", accelerator="T4", accelerators=4, nodes=2)
+        .running("a0", queue="q0", gpu=1, on=("east", "t4", 0))
+        .queued("a2", queue="q0", gpu=2)
+        .queued("a4", queue="q0", cpu="1")
+        .queued("a5", queue="q0", gpu=2)
+        .build()
+    )
+    result = tick(snapshot, OPTIONS)
+    assert [s.action for s in result.scheduled] == ["a4"]
+    explanation = explain(snapshot, "a5", result, OPTIONS)
+    assert [s.message for s in explanation.suggestions] == [
+        "raise max_gpus of queue q0 to 5: then a2 and a5 run"
+    ]
+    assert explanation.suggestions[0].also_runs == ["a2"]
+    # a0 finishing frees 1 GPU, which a2 takes first: no wait lets a5 in.
+    assert explanation.ruled_out == [
+        "wait until queue q0's running work frees 1 untyped GPU (a0 finishing) (the most of it"
+        " tried): the tick re-run with it still does not run it: queue q0, untyped gpus: 2 of 2"
+        " in use, needs 2"
+    ]
+    assert prove(snapshot, result, "a5") == []
