@@ -48,11 +48,11 @@ def explain(
     options = options or TickOptions()
     if result is None:
         result = tick(snapshot, options)
-    replayer = Replayer(snapshot, action_id, result, options)
     scheduled = next((s for s in result.scheduled if s.action == action_id), None)
     if scheduled is not None:
         spots = [(c.name, c.node_pool, c.node) for c in scheduled.containers]
         return _placed(action, scheduled.cluster, spots, "is scheduled", snapshot.now)
+    replayer = Replayer(snapshot, action_id, result, options)
     failed = next((f for f in result.failed if f.action == action_id), None)
     if failed is not None:
         return explain_failed(snapshot, action, Failure(failed.code, failed.message), replayer)

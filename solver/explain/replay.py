@@ -18,11 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
+from models.devices import AcceleratorRequest
 from models.explanation import Change, ChangeKind, Suggestion
 from models.result import ScheduledAction, TickResult, WaitReason
-from models.snapshot import Action, ActionState, Scheduling, Snapshot
+from models.snapshot import (
+    Action,
+    ActionState,
+    Container,
+    ContainerPlacement,
+    Placement,
+    Queue,
+    Scheduling,
+    Snapshot,
+)
 from solver.explain.changes import apply_changes
 from solver.explain.frozen import as_running, global_order, started
 from solver.placement.problem import compile_snapshot
@@ -39,6 +50,7 @@ REPLAY_LIMIT_S = 1.0
 # Admissions ahead that a replay re-decides (so the tick may move them to make room); past
 # this many, they are kept where the tick put them.
 MOST_PENDING_AHEAD = 64
+ROOM_QUEUE = "sluice-explain-room"  # the stand-in queue of other queues' running work
 # Actions of the line a replay decides again, from the first the change can touch up to the
 # explained one; a replay of more would cost about a whole tick at 10,000 queued, so the
 # suggestion is reported unproven instead.
@@ -81,6 +93,8 @@ class Replayer:
         self.depth_refused = {w.action for w in waiting if w.reason is WaitReason.DEPTH}
         self.env_starts = {e.environment: e for e in result.environments_started} if result else {}
         self.replays = 0
+        self._line: list[Action] | None = None
+        self._running: dict[str, Action] = {}  # admissions as running work, made once
 
     def within_budget(self) -> bool:
         return self.replays < MOST_REPLAYS
@@ -94,14 +108,34 @@ class Replayer:
     def refused_ahead(self) -> list[Action]:
         """Actions ahead of this one in the line that the tick did not schedule, in order:
         the ones a change may let in first."""
-        order = global_order(self.snapshot)
+        order = self._order()
         target = next(i for i, a in enumerate(order) if a.id == self.action_id)
         return [a for a in order[:target] if a.id not in self.scheduled]
+
+    def _order(self) -> list[Action]:
+        if self._line is None:
+            self._line = global_order(self.snapshot)
+        return self._line
+
+    def _changed_order(self, changed: Snapshot, changes: list[Change]) -> list[Action]:
+        """The line of the changed snapshot. Only routing moves an action in it (no change
+        alters a priority or a submission), so otherwise it is the line as it was."""
+        if any(c.kind is ChangeKind.ROUTE_TO_QUEUE for c in changes):
+            return global_order(changed)
+        by_id = {a.id: a for a in changed.actions if a.state is ActionState.QUEUED}
+        return [by_id[a.id] for a in self._order() if a.id in by_id]
+
+    def _as_running(self, action: Action) -> Action:
+        running = self._running.get(action.id)
+        if running is None:
+            running = as_running(action, self.scheduled[action.id])
+            self._running[action.id] = running
+        return running
 
     def replay(self, changes: list[Change], time_limit_s: float) -> Replayed:
         self.replays += 1
         changed = apply_changes(self.snapshot, self.action_id, changes)
-        order = global_order(changed)
+        order = self._changed_order(changed, changes)
         target = next(i for i, a in enumerate(order) if a.id == self.action_id)
         start = min(target, self._earliest(changed, order, changes))
         if target - start >= MOST_REDECIDED:
@@ -128,8 +162,10 @@ class Replayer:
         """The first position in the line whose decision the changes could alter."""
         queues: set[str] = set()
         clusters: set[str] = set()
+        environments: set[str] = set()
+        target = next(a for a in self.snapshot.actions if a.id == self.action_id)
         for change in changes:
-            queue = change.queue or self._queue_of_target()
+            queue = change.queue or target.queue
             if change.kind in QUEUE_CHANGES:
                 queues.add(queue)
             elif change.kind in CLUSTER_CHANGES:
@@ -142,6 +178,14 @@ class Replayer:
                     for a in self.snapshot.actions
                     if a.queue == queue and a.state is ActionState.RUNNING and a.placement
                 }
+                clusters |= {
+                    str(self.scheduled[a].cluster)
+                    for a in change.actions
+                    if a in self.scheduled and self.scheduled[a].cluster
+                }
+            elif target.environment is not None:
+                # A request of an environment is every one of its actions' request.
+                environments.add(target.environment)
         routed = {q.name: q.clusters for q in changed.queues}
         for position, action in enumerate(order):
             if action.id not in self.decided:
@@ -149,8 +193,10 @@ class Replayer:
             if action.id in self.scheduled:
                 continue
             reach = routed.get(action.queue)
-            if action.queue in queues or (
-                clusters and (reach is None or not clusters.isdisjoint(reach))
+            if (
+                action.queue in queues
+                or action.environment in environments
+                or (clusters and (reach is None or not clusters.isdisjoint(reach)))
             ):
                 return position
         return len(order)
@@ -162,9 +208,6 @@ class Replayer:
         if decision.cluster is None and start is not None:
             return {(start.cluster, c.node_pool) for c in start.containers}
         return {(decision.cluster, c.node_pool) for c in decision.containers}
-
-    def _queue_of_target(self) -> str:
-        return next(a.queue for a in self.snapshot.actions if a.id == self.action_id)
 
     def _world(self, changed: Snapshot, order: list[Action], start: int, target: int) -> Snapshot:
         """The changed snapshot with the decisions ahead of `start` kept, nothing behind
@@ -218,7 +261,7 @@ class Replayer:
             if action.id in near_ids:
                 kept[action.id] = action
             elif touches(action, spots):
-                kept[action.id] = as_running(action, self.scheduled[action.id])
+                kept[action.id] = self._as_running(action)
                 if action.environment in self.env_starts:
                     started_envs.add(action.environment or "")
         actions = [
@@ -226,13 +269,22 @@ class Replayer:
             for a in changed.actions
             if a.id in kept or (a.state is ActionState.RUNNING and touches(a, _placed(a)))
         ]
+        # Other queues' running work counts only as the room it holds: one stand-in per
+        # cluster holds it node by node, so a replay compiles a few actions, not thousands.
+        held = [
+            a
+            for a in actions
+            if a.state is ActionState.RUNNING and a.queue not in mine and a.environment is None
+        ]
+        gone = {a.id for a in held}
+        actions = [a for a in actions if a.id not in gone] + _room_holders(held, changed.now)
         env_starts = self.env_starts
         queues = [
             q.model_copy(update={"depth": max(0, q.depth - dropped[q.name])})
             if q.depth is not None and q.name in dropped
             else q
             for q in changed.queues
-        ]
+        ] + [Queue(name=ROOM_QUEUE)]
         environments = [
             started(e, env_starts[e.name]) if e.name in started_envs and not e.running else e
             for e in changed.environments
@@ -355,6 +407,48 @@ class Proofs:
             assert replayed is not None
             tried = sentence.removeprefix("or ")
             self.ruled_out.append(f"{tried} (the most of it tried): {_short(replayed)}")
+
+
+def _room_holders(running: list[Action], now: datetime) -> list[Action]:
+    """Running actions of the stand-in queue holding, node by node, what `running` holds."""
+    spots: dict[str, dict[tuple[str, int], tuple[dict[str, int], int]]] = {}
+    for action in running:
+        placement = action.placement
+        assert placement is not None
+        where = {c.name: (c.node_pool, c.node) for c in placement.containers}
+        nodes = spots.setdefault(placement.cluster, {})
+        for container in action.containers:
+            resources, gpus = nodes.get(where[container.name], ({}, 0))
+            for name, amount in container.resources.items():
+                resources[name] = resources.get(name, 0) + amount
+            gpus += container.gpu.count if container.gpu else 0
+            nodes[where[container.name]] = (resources, gpus)
+    holders = []
+    for cluster, nodes in spots.items():
+        containers = []
+        placed = []
+        for (pool, node), (resources, gpus) in nodes.items():
+            name = f"{pool}-{node}"
+            gpu = AcceleratorRequest(gpus, None) if gpus else None
+            containers.append(
+                Container.model_construct(name=name, resources=resources, gpu=gpu, node_selector={})
+            )
+            placed.append(ContainerPlacement.model_construct(name=name, node_pool=pool, node=node))
+        holders.append(
+            Action.model_construct(
+                id=f"{ROOM_QUEUE}-{cluster}",
+                run=None,
+                queue=ROOM_QUEUE,
+                submitted_at=now,
+                state=ActionState.RUNNING,
+                placement=Placement.model_construct(cluster=cluster, containers=placed),
+                containers=containers,
+                environment=None,
+                max_queued_time=None,
+                deadline=None,
+            )
+        )
+    return holders
 
 
 def _placed(action: Action) -> set[tuple[str | None, str]]:
