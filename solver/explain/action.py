@@ -18,6 +18,7 @@ its refusals matter. Every suggestion is proven by re-running the tick with it
 
 from __future__ import annotations
 
+import gc
 from datetime import datetime
 
 from models.errors import ErrorCode, NotFound
@@ -36,6 +37,23 @@ def explain(
     action_id: str,
     result: TickResult | None = None,
     options: TickOptions | None = None,
+) -> Explanation:
+    # As in solver.tick: replays make many short-lived objects and no cycles worth
+    # collecting, and a collection walks the whole snapshot's object graph each time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _explain(snapshot, action_id, result, options)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _explain(
+    snapshot: Snapshot,
+    action_id: str,
+    result: TickResult | None,
+    options: TickOptions | None,
 ) -> Explanation:
     action = next((a for a in snapshot.actions if a.id == action_id), None)
     if action is None:

@@ -3,9 +3,9 @@
 `apply_changes(snapshot, action_id, changes)` returns a new snapshot with the changes
 made: caps raised (or removed with value None), limits raised, a policy switched,
 nodes added to a pool, the action routed to another queue or its request reduced,
-and, for a wait, running work finished (taken out of the snapshot). The tests apply
-every suggestion this way and re-solve to prove it; the infeasibility explainer uses it
-to check a candidate fix before suggesting it.
+and, for a wait, the named work finished (taken out of the snapshot). solver.explain.replay
+applies every candidate this way and re-runs the tick to prove it, the infeasibility
+explainer checks a candidate with fail-fast first, and the tests re-run the whole tick.
 """
 
 from __future__ import annotations
