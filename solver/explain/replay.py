@@ -45,11 +45,11 @@ CLUSTER_CHANGES = (ChangeKind.ADD_NODES, ChangeKind.ADD_POOL)
 # Replays one explanation may spend, and the time limit of each replayed tick (estimated
 # seconds of model checks, as TickOptions counts them: reproducible). Past either, what is
 # left is reported unproven rather than offered.
-MOST_REPLAYS = 12
-REPLAY_LIMIT_S = 1.0
+MOST_REPLAYS = 8
+REPLAY_LIMIT_S = 0.2
 # Admissions ahead that a replay re-decides (so the tick may move them to make room); past
 # this many, they are kept where the tick put them.
-MOST_PENDING_AHEAD = 64
+MOST_PENDING_AHEAD = 16
 ROOM_QUEUE = "sluice-explain-room"  # the stand-in queue of other queues' running work
 # Actions of the line a replay decides again, from the first the change can touch up to the
 # explained one; a replay of more would cost about a whole tick at 10,000 queued, so the
