@@ -10,6 +10,10 @@ under a second, measured in a benchmark." The snapshot is the synthetic M scenar
 result, as the service does with its last tick: up to --per-group of every group (each
 wait reason, failed, scheduled), spread over the line from its front to its back. Each
 explanation is timed on its own, wall clock; the figure that matters is the slowest.
+
+Issue 18: suggestions are proven by re-running the tick (solver.explain.replay); the table
+also counts the suggestions offered, those left unproven and ruled out, and the most ticks
+one explanation re-ran.
 """
 
 from __future__ import annotations
@@ -66,25 +70,35 @@ def main(per_group: int, seed: int, time_limit: float) -> None:
         f" {result.solver.status.value})"
     )
     explain(snapshot, result.waiting[0].action, result)  # imports and caches warm
-    click.echo(f"\n{'group':<34} {'n':>3} {'median ms':>10} {'p95 ms':>8} {'max ms':>8}  solves")
+    click.echo(
+        f"\n{'group':<34} {'n':>3} {'median ms':>10} {'p95 ms':>8} {'max ms':>8}  solves"
+        "  offered unproven ruled_out replays"
+    )
     slowest = (0.0, "")
     everything: list[float] = []
     for group, ids in sorted(_groups(result).items()):
         times: list[float] = []
         solves: list[int] = []
+        replays: list[int] = []
+        offered = unproven = ruled_out = 0
         for action in _spread(ids, per_group):
             clock = time.perf_counter()
             explanation = explain(snapshot, action, result)
             elapsed = time.perf_counter() - clock
             times.append(elapsed)
             solves.append(explanation.model_solves)
+            replays.append(explanation.replays)
+            offered += len(explanation.suggestions)
+            unproven += len(explanation.unproven)
+            ruled_out += len(explanation.ruled_out)
             slowest = max(slowest, (elapsed, action))
         everything += times
         times.sort()
         p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
         click.echo(
             f"{group:<34} {len(times):>3} {statistics.median(times) * 1e3:>10.1f}"
-            f" {p95 * 1e3:>8.1f} {times[-1] * 1e3:>8.1f}  {max(solves)}"
+            f" {p95 * 1e3:>8.1f} {times[-1] * 1e3:>8.1f}  {max(solves):>6}  {offered:>7}"
+            f" {unproven:>8} {ruled_out:>9} {max(replays):>7}"
         )
     verdict = "under" if slowest[0] < BUDGET_S else "OVER"
     click.echo(

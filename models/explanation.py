@@ -2,9 +2,10 @@
 
 An explanation has three parts, as Kueue's "why pending" does: a machine-readable
 kind for each reason (from ReasonKind below), the numbers behind it, and a sentence
-with those numbers in it. Suggestions are complete fixes: applying every change of
-one suggestion lets the action run (solver.explain.changes applies them; the tests
-re-solve with each one applied).
+with those numbers in it. Suggestions are complete fixes: with every change of one
+suggestion applied to the snapshot, the whole tick re-run schedules the action (for a
+failed one: no longer fails it, and runs it or says why it waits). solver.explain.replay
+proves each one that way before it is offered; the tests re-run the tick to check.
 
 Numbers are in solver units: cpu in millicores, memory and other resources in their
 base unit (bytes), devices and GPUs as counts. Sentences print Kubernetes spellings.
@@ -97,14 +98,17 @@ class Change(BaseModel):
     value: int | str | None = None
     amount: int | None = None  # the increase (limits, nodes) or what must finish (waits)
     like: str | None = None  # add_pool: the "cluster/pool" whose nodes and labels to copy
+    actions: list[str] = Field(default_factory=list)  # wait_for_finish: the running work
 
 
 class Suggestion(BaseModel):
-    """One complete fix: with all of its changes applied, the action runs (or, for a failed
-    action, becomes feasible)."""
+    """One complete fix: with all of its changes applied, the tick re-run schedules the
+    action (or, for a failed action, no longer fails it)."""
 
     changes: list[Change]
     message: str
+    # Actions ahead of it in the line that the change lets in too, in global order.
+    also_runs: list[str] = Field(default_factory=list)
 
 
 class Explanation(BaseModel):
@@ -119,6 +123,12 @@ class Explanation(BaseModel):
     as_of: Timestamp  # the snapshot's time
     minimal: bool = True  # False if the model ran out of time shrinking the items
     model_solves: int = 0  # CP-SAT solves spent on this explanation
+    # Candidate fixes whose re-run tick did not finish within the explanation's budget:
+    # not offered as fixes.
+    unproven: list[Suggestion] = Field(default_factory=list)
+    # Kinds of change that cannot let it in without displacing work scheduled now, in words.
+    ruled_out: list[str] = Field(default_factory=list)
+    replays: int = 0  # ticks re-run to prove the suggestions
 
 
 __all__ = [

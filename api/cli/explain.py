@@ -77,4 +77,11 @@ def explanation_text(data: dict[str, Any]) -> str:
             f"  {number}. {suggestion['message']}"
             for number, suggestion in enumerate(data["suggestions"], start=1)
         ]
+    # Older services send neither list.
+    if data.get("unproven"):
+        lines.append("not proven (the re-run tick did not finish in time):")
+        lines += [f"  - {suggestion['message']}" for suggestion in data["unproven"]]
+    if data.get("ruled_out"):
+        lines.append("ruled out:")
+        lines += [f"  - {words}" for words in data["ruled_out"]]
     return "\n".join(lines)

@@ -10,13 +10,15 @@
   (solver.explain.core_model, solver.explain.waiting);
 - scheduled or running: where.
 
-Without `result`, the tick is run first (a failure found by fail-fast alone needs no
-tick). `result` may also be the tick before this snapshot was read, as in the service:
-its admissions are then running work of the snapshot, and only its refusals matter.
+Without `result`, the tick is run first. `result` may also be the tick before this snapshot
+was read, as in the service: its admissions are then running work of the snapshot, and only
+its refusals matter. Every suggestion is proven by re-running the tick with it
+(solver.explain.replay) before it is offered.
 """
 
 from __future__ import annotations
 
+import gc
 from datetime import datetime
 
 from models.errors import ErrorCode, NotFound
@@ -24,6 +26,7 @@ from models.explanation import Explanation, ExplanationState
 from models.result import TickResult
 from models.snapshot import Action, ActionState, Snapshot
 from solver.explain.infeasible import explain_failed, failure_alone
+from solver.explain.replay import Replayer
 from solver.explain.waiting import explain_waiting
 from solver.placement.failfast import Failure
 from solver.tick import TickOptions, tick
@@ -35,6 +38,23 @@ def explain(
     result: TickResult | None = None,
     options: TickOptions | None = None,
 ) -> Explanation:
+    # As in solver.tick: replays make many short-lived objects and no cycles worth
+    # collecting, and a collection walks the whole snapshot's object graph each time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _explain(snapshot, action_id, result, options)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _explain(
+    snapshot: Snapshot,
+    action_id: str,
+    result: TickResult | None,
+    options: TickOptions | None,
+) -> Explanation:
     action = next((a for a in snapshot.actions if a.id == action_id), None)
     if action is None:
         raise NotFound(f"no action {action_id!r} in the snapshot")
@@ -43,32 +63,40 @@ def explain(
         spots = [(c.name, c.node_pool, c.node) for c in placement.containers] if placement else []
         cluster = placement.cluster if placement else None
         return _placed(action, cluster, spots, "runs", snapshot.now)
+    options = options or TickOptions()
     if result is None:
-        failure = failure_alone(snapshot, action)
-        if failure is not None:
-            return explain_failed(snapshot, action, failure)
         result = tick(snapshot, options)
     scheduled = next((s for s in result.scheduled if s.action == action_id), None)
     if scheduled is not None:
         spots = [(c.name, c.node_pool, c.node) for c in scheduled.containers]
         return _placed(action, scheduled.cluster, spots, "is scheduled", snapshot.now)
+    replayer = Replayer(snapshot, action_id, result, options)
     failed = next((f for f in result.failed if f.action == action_id), None)
     if failed is not None:
-        return explain_failed(snapshot, action, Failure(failed.code, failed.message))
+        return explain_failed(snapshot, action, Failure(failed.code, failed.message), replayer)
     # Not decided by this result (submitted after it, in the service): judge it alone first.
     if not any(w.action == action_id for w in result.waiting):
         failure = failure_alone(snapshot, action)
         if failure is not None:
-            return explain_failed(snapshot, action, failure)
-    return explain_waiting(snapshot, action_id, result)
+            return explain_failed(snapshot, action, failure, replayer)
+    return explain_waiting(snapshot, action_id, result, options)
 
 
 def explain_failure(
-    snapshot: Snapshot, action: Action, code: ErrorCode, message: str
+    snapshot: Snapshot,
+    action: Action,
+    code: ErrorCode,
+    message: str,
+    options: TickOptions | None = None,
 ) -> Explanation:
     """A failure recorded elsewhere (the service's store), judged against `snapshot`'s
-    queues and clusters; the action need not be in the snapshot."""
-    return explain_failed(snapshot, action, Failure(code, message))
+    queues and clusters; the action need not be in the snapshot. Its fixes are proven on
+    the snapshot with the action queued again, by a tick of the whole line."""
+    queued = action.model_copy(update={"state": ActionState.QUEUED, "placement": None})
+    others = [a for a in snapshot.actions if a.id != action.id]
+    again = snapshot.model_copy(update={"actions": [*others, queued]})
+    replayer = Replayer(again, action.id, None, options or TickOptions())
+    return explain_failed(again, queued, Failure(code, message), replayer)
 
 
 Spots = list[tuple[str, str, int]]  # (container, node pool, node)

@@ -3,9 +3,9 @@
 `apply_changes(snapshot, action_id, changes)` returns a new snapshot with the changes
 made: caps raised (or removed with value None), limits raised, a policy switched,
 nodes added to a pool, the action routed to another queue or its request reduced,
-and, for a wait, running work finished (taken out of the snapshot). The tests apply
-every suggestion this way and re-solve to prove it; the infeasibility explainer uses it
-to check a candidate fix before suggesting it.
+and, for a wait, the named work finished (taken out of the snapshot). solver.explain.replay
+applies every candidate this way and re-runs the tick to prove it, the infeasibility
+explainer checks a candidate with fail-fast first, and the tests re-run the whole tick.
 """
 
 from __future__ import annotations
@@ -216,11 +216,14 @@ def _change_selector(snapshot: Snapshot, action_id: str, change: Change) -> Snap
 
 
 def _finish(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
-    """Take running work out until `amount` of the resource is freed (biggest first)."""
+    """Take the named running work out, or else running work until `amount` of the resource
+    is freed (biggest first)."""
     queue = _queue_of(snapshot, change, action_id)
     running = [a for a in snapshot.actions if a.state is ActionState.RUNNING and a.queue == queue]
     resource, wanted = change.resource or "", change.amount or 0
-    if resource == FINISH_RUNS:
+    if change.actions:
+        gone = set(change.actions)
+    elif resource == FINISH_RUNS:
         runs = sorted({a.run_id for a in running})[:wanted]
         gone = {a.id for a in running if a.run_id in runs}
     elif resource == FINISH_ACTIONS:

@@ -9,10 +9,12 @@ and the tick's result:
   admissions ahead placed on a Plan where the tick put them. The explanation model
   reads room, usage and concurrency off it.
 - the proof snapshot (`proof_snapshot`): the same world as a plain snapshot, the
-  admissions ahead turned into running work, so `solver.tick` on it (with a change
-  applied) shows whether the action then runs. The head of a strict line is kept in
-  place but held by a cap on a resource nothing else asks for, so no relaxation made
-  for this action lets the head in ahead of it: its decision stays the tick's.
+  admissions ahead turned into running work, so `solver.tick` on it (with a limit
+  relaxed) shows whether the action then runs: how the tests prove a minimal set.
+  (Suggestions are proven on the whole line instead: solver.explain.replay.) The head
+  of a strict line is kept in place but held by a cap on a resource nothing else asks
+  for, so no relaxation made for this action lets the head in ahead of it: its decision
+  stays the tick's.
 
 Work that cannot touch the action is left out: running work and admissions of other
 queues on node pools the action could never use, and actions ahead that the tick
@@ -204,7 +206,7 @@ def _reduced(snapshot: Snapshot, line: Line, *, fixed: bool) -> Snapshot:
     environments = list(snapshot.environments)
     if fixed:
         environments = [
-            _started(env, line.env_starts[env.name]) if env.name in starters else env
+            started(env, line.env_starts[env.name]) if env.name in starters else env
             for env in environments
         ]
         if line.head is not None:
@@ -231,7 +233,7 @@ def as_running(action: Action, decision: ScheduledAction) -> Action:
     return action.model_copy(update={"state": ActionState.RUNNING, "placement": placement})
 
 
-def _started(env: Environment, start: EnvironmentStart) -> Environment:
+def started(env: Environment, start: EnvironmentStart) -> Environment:
     return env.model_copy(update={"running": True, "placement": start.placement()})
 
 

@@ -7,7 +7,9 @@ node pool could take (no pool with its accelerator, a selector no pool's labels
 match, larger than the largest node) or a total larger than the cluster at full scale.
 
 Suggestions are candidates checked before they are offered: each is applied to the
-action alone (solver.explain.changes) and fail-fast must then accept it.
+action alone (solver.explain.changes) and fail-fast must then accept it; then the tick is
+re-run with it (solver.explain.replay), which must not fail the action, and the suggestion
+says whether that tick runs it or why it keeps it waiting.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from models.quantity import format_quantity
 from models.resources import EMPTY, UNTYPED_GPU, ResourceKind, ResourceVector, kind_of
 from models.snapshot import Action, ActionState, Snapshot
 from solver.explain.changes import apply_changes
+from solver.explain.replay import Replayed, Replayer, who_runs
 from solver.explain.waiting import cap_amount, cap_setting, counted
 from solver.placement.failfast import (
     Failure,
@@ -77,7 +80,10 @@ def failure_alone(snapshot: Snapshot, action: Action) -> Failure | None:
     return fail_fast(problem).get(0)
 
 
-def explain_failed(snapshot: Snapshot, action: Action, failure: Failure) -> Explanation:
+def explain_failed(
+    snapshot: Snapshot, action: Action, failure: Failure, replayer: Replayer
+) -> Explanation:
+    """`replayer` re-runs the tick of a snapshot holding `action` queued."""
     if failure.code is not ErrorCode.INFEASIBLE:
         return Explanation(
             action=action.id,
@@ -117,7 +123,8 @@ def explain_failed(snapshot: Snapshot, action: Action, failure: Failure) -> Expl
             message=message,
             as_of=snapshot.now,
         )
-    suggestions = _Fixes(solo, problem, reasons, action).suggestions()
+    fixes = _Fixes(solo, problem, reasons, action, replayer)
+    suggestions = fixes.suggestions()
     return Explanation(
         action=action.id,
         queue=action.queue,
@@ -127,6 +134,8 @@ def explain_failed(snapshot: Snapshot, action: Action, failure: Failure) -> Expl
         + (f" (and {len(items) - 1} more)" if len(items) > 1 else ""),
         items=items,
         suggestions=suggestions,
+        unproven=fixes.unproven,
+        replays=replayer.replays,
         as_of=snapshot.now,
     )
 
@@ -378,12 +387,21 @@ def _largest_short(item: Item, pools: list[PoolInfo]) -> tuple[int, PoolInfo]:
 class _Fixes:
     """Candidate fixes, each checked with fail-fast on the changed action before it is kept."""
 
-    def __init__(self, solo: Snapshot, problem: Problem, reasons: _Reasons, action: Action) -> None:
+    def __init__(
+        self,
+        solo: Snapshot,
+        problem: Problem,
+        reasons: _Reasons,
+        action: Action,
+        replayer: Replayer,
+    ) -> None:
         self.solo = solo
         self.problem = problem
         self.reasons = reasons
         self.action = action
         self.queue = reasons.queue
+        self.replayer = replayer
+        self.unproven: list[Suggestion] = []
 
     def _feasible(self, changes: list[Change]) -> bool:
         changed = apply_changes(self.solo, self.action.id, changes)
@@ -422,11 +440,30 @@ class _Fixes:
                 continue
             seen.add(message)
             changes = [change for change, _ in candidate]
-            if self._feasible(changes):
-                found.append(Suggestion(changes=changes, message=f"{message}: then it can run"))
+            if not self._feasible(changes):
+                continue
+            replayed = self.replayer.prove(changes)
+            if replayed is None or not replayed.finished:
+                self.unproven.append(
+                    Suggestion(
+                        changes=changes,
+                        message=f"{message}: it would be feasible, but the tick re-run with it"
+                        " did not finish within the explanation's budget",
+                    )
+                )
+            elif not replayed.failed:
+                found.append(self._proven(changes, message, replayed))
             if len(found) == MOST_SUGGESTIONS:
                 break
         return found
+
+    def _proven(self, changes: list[Change], message: str, replayed: Replayed) -> Suggestion:
+        if replayed.runs:
+            then = f"then {who_runs(self.action.id, replayed)}"
+        else:
+            then = "then it can run; the tick re-run with it keeps it waiting for now"
+            then += f": {replayed.message}" if replayed.message else ""
+        return Suggestion(changes=changes, message=f"{message}: {then}", also_runs=replayed.let_in)
 
     def _routes(self) -> list[tuple[Change, str]]:
         """Other queues that could run the action as it is: one copy per queue, judged by

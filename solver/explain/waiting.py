@@ -14,21 +14,28 @@ from models.explanation import (
     ExplanationState,
     Reason,
     ReasonKind,
-    Suggestion,
 )
 from models.quantity import format_quantity
 from models.resources import UNTYPED_GPU
-from models.result import TickResult, WaitReason
-from models.snapshot import Scheduling, Snapshot
+from models.result import ScheduledAction, TickResult, WaitReason
+from models.snapshot import Action, ActionState, Scheduling, Snapshot
 from solver.explain.changes import FINISH_ACTIONS, FINISH_RUNS, charge
 from solver.explain.core_model import Assumption, ExplainModel, Fix, Limit
 from solver.explain.frozen import as_running, freeze
+from solver.explain.replay import Proofs, Replayer
 from solver.placement.problem import GPU_DIM, UNBOUNDED, Item, PoolInfo
+from solver.tick import TickOptions
 
-AHEAD = "with the actions ahead of it as this tick decided them"
+# The most nodes a room fix adds beyond the model's, when earlier actions come in first.
+MOST_EXTRA_NODES = 16
+MOST_NAMED = 5  # actions named in a wait, before "and N more"
+
+Admitted = list[tuple[Action, ScheduledAction]]
 
 
-def explain_waiting(snapshot: Snapshot, action_id: str, result: TickResult) -> Explanation:
+def explain_waiting(
+    snapshot: Snapshot, action_id: str, result: TickResult, options: TickOptions
+) -> Explanation:
     frozen = freeze(snapshot, action_id, result)
     model = ExplainModel(frozen)
     words = _Words(model, result)
@@ -71,10 +78,14 @@ def explain_waiting(snapshot: Snapshot, action_id: str, result: TickResult) -> E
         )
     items = [words.reason(a) for a in core]
     fix = model.cheapest_fix()
-    suggestions = [words.settings_fix(fix)]
-    wait = words.wait_fix(fix)
+    proofs = Proofs(Replayer(snapshot, action_id, result, options))
+    ladders = _Ladders(snapshot, proofs.replayer, frozen.line.admitted)
+    settings = words.settings_changes(fix)
+    if settings:
+        proofs.offer([ladders.of(c) for c in settings], _settings_words)
+    wait = words.wait_changes(fix)
     if wait is not None:
-        suggestions.append(wait)
+        proofs.offer([ladders.of(c) for c in wait], ladders.wait_words)
     more = f" (and {len(items) - 1} more)" if len(items) > 1 else ""
     return Explanation(
         action=action_id,
@@ -83,7 +94,10 @@ def explain_waiting(snapshot: Snapshot, action_id: str, result: TickResult) -> E
         code=code,
         message=f"{action_id} waits in queue {queue}: {items[0].message}{more}",
         items=items,
-        suggestions=suggestions,
+        suggestions=proofs.suggestions,
+        unproven=proofs.unproven,
+        ruled_out=proofs.ruled_out,
+        replays=proofs.replayer.replays,
         as_of=snapshot.now,
         minimal=model.minimal,
         model_solves=model.solves,
@@ -393,10 +407,9 @@ class _Words:
                 return used, queue.caps[subject]
         raise ValueError(assumption.limit)
 
-    def settings_fix(self, fix: Fix) -> Suggestion:
-        """Raise what must be raised, switch the policy, add nodes: then it runs."""
+    def settings_changes(self, fix: Fix) -> list[Change]:
+        """Raise what must be raised, switch the policy, add nodes: the model's fix."""
         changes: list[Change] = []
-        words: list[str] = []
         q = self.name
         for assumption in fix.relaxed:
             limit = assumption.limit
@@ -408,26 +421,20 @@ class _Words:
                         value=Scheduling.GREEDY_CAPACITY.value,
                     )
                 )
-                words.append(f"switch queue {q} to greedy_capacity")
             elif limit is Limit.ROOM:
                 p = int(assumption.subject)  # type: ignore[arg-type]
                 pool = self.problem.pools[p]
                 extra = fix.extra_nodes.get(p, 0)
                 if not extra:
                     continue
-                cluster = self.problem.cluster_names[pool.cluster]
                 changes.append(
                     Change(
                         kind=ChangeKind.ADD_NODES,
-                        cluster=cluster,
+                        cluster=self.problem.cluster_names[pool.cluster],
                         node_pool=pool.name,
                         value=pool.max_nodes + extra,
                         amount=extra,
                     )
-                )
-                words.append(
-                    f"raise max_nodes of pool {pool.name} in cluster {cluster}"
-                    f" from {pool.max_nodes} to {pool.max_nodes + extra}"
                 )
             elif limit in (Limit.DEPTH, Limit.RUN, Limit.ACTION):
                 needed, current = self._needed(assumption, fix)
@@ -445,50 +452,40 @@ class _Words:
                         amount=needed - current,
                     )
                 )
-                words.append(f"raise {setting} of queue {q} from {current} to {needed}")
             else:
-                needed, current = self._needed(assumption, fix)
+                needed, _ = self._needed(assumption, fix)
                 resource = str(assumption.subject)
                 changes.append(
                     Change(kind=ChangeKind.RAISE_CAP, queue=q, resource=resource, value=needed)
                 )
-                value = cap_amount(resource, needed)
-                words.append(f"raise {cap_setting(resource)} of queue {q} to {value}")
-        return Suggestion(changes=changes, message=f"{_sentence(words)}: then it runs ({AHEAD})")
+        return changes
 
-    def wait_fix(self, fix: Fix) -> Suggestion | None:
+    def wait_changes(self, fix: Fix) -> list[Change] | None:
         """How much of the queue's work must finish, when only its caps and limits stand in
         the way."""
         waitable = (Limit.RUN, Limit.ACTION, Limit.CAP, Limit.DEVICE, Limit.UNTYPED)
         if not fix.relaxed or any(a.limit not in waitable for a in fix.relaxed):
             return None
         changes: list[Change] = []
-        words: list[str] = []
-        q = self.name
         for assumption in fix.relaxed:
             needed, current = self._needed(assumption, fix)
             amount = needed - current
             if assumption.limit is Limit.RUN:
                 resource, held = FINISH_RUNS, len(self.usage.runs)
-                what = counted(amount, "run slot")
             elif assumption.limit is Limit.ACTION:
                 resource, held = FINISH_ACTIONS, self.model.in_flight()
-                what = counted(amount, "action slot")
             else:
                 resource = str(assumption.subject)
                 held = self._held(assumption)
-                what = _freed(resource, amount)
             if amount > held:
                 return None  # even if all of it finished, the limit would still say no
             changes.append(
-                Change(kind=ChangeKind.WAIT_FOR_FINISH, queue=q, resource=resource, amount=amount)
-            )
-            words.append(what)
-        return Suggestion(
-            changes=changes,
-            message=f"or wait until queue {q}'s running work frees {_sentence(words)}: then it"
-            f" runs ({AHEAD})",
-        )
+                Change(
+                    kind=ChangeKind.WAIT_FOR_FINISH, queue=self.name, resource=resource,
+                    amount=amount,
+                )
+            )  # fmt: skip
+        return changes
 
     def _held(self, assumption: Assumption) -> int:
         """What the queue's actions hold of a capped resource: all that can finish (a
@@ -499,6 +496,131 @@ class _Words:
         ]
         actions += [as_running(a, d) for a, d in frozen.line.admitted if a.queue == self.name]
         return sum(charge(frozen.world, a).amount(str(assumption.subject)) for a in actions)
+
+
+def _settings_words(changes: list[Change]) -> str:
+    return _sentence([change_words(change) for change in changes])
+
+
+def change_words(change: Change) -> str:
+    """A settings change as the admin would make it."""
+    q, value, amount = change.queue, change.value, change.amount or 0
+    match change.kind:
+        case ChangeKind.SWITCH_POLICY:
+            return f"switch queue {q} to {value}"
+        case ChangeKind.ADD_NODES:
+            return (
+                f"raise max_nodes of pool {change.node_pool} in cluster {change.cluster}"
+                f" from {int(value or 0) - amount} to {value}"
+            )
+        case ChangeKind.RAISE_LIMIT:
+            return (
+                f"raise {change.resource} of queue {q} from {int(value or 0) - amount} to {value}"
+            )
+        case ChangeKind.RAISE_CAP:
+            resource = change.resource
+            return f"raise {cap_setting(resource)} of queue {q} to {cap_amount(resource, value)}"  # type: ignore[arg-type]
+    raise ValueError(change.kind)
+
+
+class _Ladders:
+    """Each change of a fix in versions from the model's up to one that lets in every
+    earlier action the change could, for `solver.explain.replay.smallest` to climb."""
+
+    def __init__(self, snapshot: Snapshot, replayer: Replayer, admitted: Admitted) -> None:
+        self.snapshot = snapshot
+        self.ahead = replayer.refused_ahead()
+        self.admitted = admitted
+
+    def of(self, change: Change) -> list[Change]:
+        q = change.queue
+        mine = [a for a in self.ahead if a.queue == q]
+        match change.kind:
+            case ChangeKind.RAISE_CAP:
+                resource, value = change.resource or "", int(change.value or 0)
+                steps = np.cumsum([charge(self.snapshot, a).amount(resource) for a in mine])
+                values = sorted({value, *(value + int(step) for step in steps)})
+                return [change.model_copy(update={"value": v}) for v in values]
+            case ChangeKind.RAISE_LIMIT:
+                more = (
+                    len({a.run_id for a in mine})
+                    if change.resource == "run_concurrency"
+                    else len(mine)
+                )
+                return [_raised(change, k) for k in range(more + 1)]
+            case ChangeKind.ADD_NODES:
+                routed = {
+                    queue.name
+                    for queue in self.snapshot.queues
+                    if queue.clusters is None or change.cluster in queue.clusters
+                }
+                more = min(MOST_EXTRA_NODES, sum(1 for a in self.ahead if a.queue in routed))
+                return [_raised(change, k) for k in range(more + 1)]
+            case ChangeKind.WAIT_FOR_FINISH:
+                return self._finishing(change)
+        return [change]
+
+    def _finishing(self, change: Change) -> list[Change]:
+        """From the work the model says must finish up to all the queue's work can free,
+        each version naming the actions that finish: running ones, and ones the tick admits
+        ahead of this one (they start now and hold the room until they finish)."""
+        work = [
+            a
+            for a in self.snapshot.actions
+            if a.queue == change.queue and a.state is ActionState.RUNNING
+        ] + [as_running(a, d) for a, d in self.admitted if a.queue == change.queue]
+        resource, wanted = change.resource or "", change.amount or 0
+        if resource == FINISH_ACTIONS:
+            ranked = [[a] for a in work]
+            holds = [1] * len(ranked)
+        elif resource == FINISH_RUNS:
+            runs: dict[str, list[Action]] = {}
+            for a in work:
+                runs.setdefault(a.run_id, []).append(a)
+            ranked = [runs[run] for run in sorted(runs)]
+            holds = [1] * len(ranked)
+        else:
+            pairs = sorted(
+                ((charge(self.snapshot, a).amount(resource), a.id, a) for a in work),
+                key=lambda pair: (-pair[0], pair[1]),
+            )
+            ranked = [[a] for amount, _, a in pairs if amount]
+            holds = [amount for amount, _, _ in pairs if amount]
+        rungs: list[Change] = []
+        freed, gone = 0, []
+        for hold, actions in zip(holds, ranked, strict=True):
+            freed += hold
+            gone += [a.id for a in actions]
+            if freed >= wanted:
+                # The first version frees what the model says must finish; the next ones,
+                # all that their work holds.
+                amount = freed if rungs else wanted
+                rungs.append(change.model_copy(update={"amount": amount, "actions": sorted(gone)}))
+        return rungs or [change]
+
+    def wait_words(self, changes: list[Change]) -> str:
+        parts = []
+        for change in changes:
+            amount = change.amount or 0
+            if change.resource == FINISH_RUNS:
+                what = counted(amount, "run slot")
+            elif change.resource == FINISH_ACTIONS:
+                what = counted(amount, "action slot")
+            else:
+                what = _freed(change.resource or "", amount)
+            names = change.actions[:MOST_NAMED] + (
+                [f"{len(change.actions) - MOST_NAMED} more"]
+                if len(change.actions) > MOST_NAMED
+                else []
+            )
+            parts.append(f"{what} ({_sentence(names)} finishing)")
+        return f"or wait until queue {changes[0].queue}'s running work frees {_sentence(parts)}"
+
+
+def _raised(change: Change, more: int) -> Change:
+    return change.model_copy(
+        update={"value": int(change.value or 0) + more, "amount": (change.amount or 0) + more}
+    )
 
 
 def _freed(resource: str, amount: int) -> str:

@@ -59,9 +59,12 @@ def test_service_explains_waiting_failed_and_scheduled_actions(svc: Service) -> 
     # 9 GPUs are more than the cap and more than one 8-GPU node: one smaller request
     # settles both, a larger cap settles only one.
     assert [i["kind"] for i in failed["items"]] == ["untyped_gpu_cap", "larger_than_node"]
+    # Issue 18: "after the change, the action is not INFEASIBLE and the tick runs it or says
+    # why it now waits".
     assert failed["suggestions"][0]["message"] == (
         "reduce the GPU count of container main from 9 to 8 (a node of pool h100): then it"
-        " can run"
+        " can run; the tick re-run with it keeps it waiting for now: behind g1 at the head of"
+        " strict_fifo queue gang"
     )
     placed = svc.ok("GET", "/actions/g0/explanation")
     assert placed["state"] == "scheduled" and placed["cluster"] == "east"
@@ -96,8 +99,7 @@ def test_cli_explains_a_scenario_file_as_text_and_json() -> None:
         " 10:00, 2 waiting behind it (train itself waits: queue team, untyped gpus: 6 of 8 in"
         " use, needs 4)",
         "what would change it:",
-        "  1. switch queue team to greedy_capacity: then it runs (with the actions ahead of it"
-        " as this tick decided them)",
+        "  1. switch queue team to greedy_capacity: then it runs",
     ]
     code, out, _ = _cli(None, "explain", "train", "--file", fixture, "--json")
     data = json.loads(out)

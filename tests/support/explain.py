@@ -4,8 +4,13 @@ Issue 5: "Explanations are checked, not just printed: tests apply each suggested
 and re-solve to show the action then runs; for minimal sets, tests drop each member
 and show the action then fits."
 
-A waiting action's world is `proof_snapshot`: everything ahead of it fixed as the tick
-decided it, so `tick` re-decides only this action. A minimal set is proved by relaxing
+Issue 18: "The tests that apply every suggestion and re-solve must re-solve the whole tick
+too." Each suggestion is applied to the whole snapshot and the whole tick re-run: a
+waiting action is then scheduled; a failed one no longer fails, and is scheduled unless the
+suggestion says the tick keeps it waiting.
+
+A waiting action's minimal set is judged in `proof_snapshot`: everything ahead of it fixed
+as the tick decided it, so `tick` re-decides only this action. A minimal set is proved by relaxing
 every limit outside it (the action must still wait: the set is sufficient) and then
 each member as well (the action must run: no member is superfluous). Where the
 brute-force oracle can judge (caps, concurrency and room, not the line rules), it
@@ -25,6 +30,7 @@ from solver.explain.frozen import HOLD_ENVIRONMENT, freeze, proof_snapshot
 from tests.support.oracle import Oracle
 
 OPTIONS = TickOptions(time_limit_s=5.0)
+WAITS_AFTER_FIX = "keeps it waiting for now"  # a failed action's fix that makes it only wait
 
 ROOM_KINDS = {ReasonKind.CLUSTER_ROOM, ReasonKind.NODE_FIT, ReasonKind.LOWER_PRIORITY}
 KIND_OF_LIMIT = {
@@ -41,12 +47,6 @@ KIND_OF_LIMIT = {
 
 def scheduled(snapshot: Snapshot, action_id: str) -> bool:
     return any(s.action == action_id for s in tick(snapshot, OPTIONS).scheduled)
-
-
-def failed_infeasible(snapshot: Snapshot, action_id: str) -> bool:
-    return any(
-        f.action == action_id and f.code == "INFEASIBLE" for f in tick(snapshot, OPTIONS).failed
-    )
 
 
 def relaxation(model: ExplainModel, assumption: Assumption) -> list[Change]:
@@ -123,10 +123,26 @@ def _prove_failed(snapshot: Snapshot, action_id: str, explanation: Explanation) 
             found.append(f"{action_id}: failed INFEASIBLE without a reason")
         if not explanation.suggestions:
             found.append(f"{action_id}: failed INFEASIBLE without a suggestion")
+    return found + fixes_work(snapshot, action_id, explanation)
+
+
+def fixes_work(snapshot: Snapshot, action_id: str, explanation: Explanation) -> list[str]:
+    """Each suggestion applied to the whole snapshot, the whole tick re-run: a waiting action
+    is scheduled; a failed one no longer fails, and is scheduled unless the suggestion says
+    the tick keeps it waiting."""
+    found = []
     for suggestion in explanation.suggestions:
-        changed = apply_changes(snapshot, action_id, suggestion.changes)
-        if failed_infeasible(changed, action_id):
-            found.append(f"{action_id}: still infeasible after {suggestion.message!r}")
+        outcome = tick(apply_changes(snapshot, action_id, suggestion.changes), OPTIONS)
+        runs = any(s.action == action_id for s in outcome.scheduled)
+        if explanation.state is ExplanationState.WAITING:
+            if not runs:
+                found.append(
+                    f"{action_id}: the whole tick leaves it out after {suggestion.message!r}"
+                )
+        elif any(f.action == action_id for f in outcome.failed):
+            found.append(f"{action_id}: still fails after {suggestion.message!r}")
+        elif WAITS_AFTER_FIX not in suggestion.message and not runs:
+            found.append(f"{action_id}: not scheduled after {suggestion.message!r}")
     return found
 
 
@@ -151,9 +167,7 @@ def _prove_waiting(
         kind not in KIND_OF_LIMIT[a.limit] for kind, a in zip(kinds, core, strict=False)
     ):
         found.append(f"{action_id}: items {kinds} do not match the core {[a.limit for a in core]}")
-    for suggestion in explanation.suggestions:
-        if not scheduled(apply_changes(proof, action_id, suggestion.changes), action_id):
-            found.append(f"{action_id}: still waits after {suggestion.message!r}")
+    found += fixes_work(snapshot, action_id, explanation)
     # Sufficient: with only the core's limits kept, it still waits.
     world = relaxed(proof, action_id, model, core)
     if scheduled(world, action_id):

@@ -25,8 +25,6 @@ from solver.explain.changes import apply_changes
 from tests.support.builders import SnapshotBuilder
 from tests.support.explain import OPTIONS, prove, scheduled
 
-AHEAD = " (with the actions ahead of it as this tick decided them)"
-
 
 @cache
 def world(name: str) -> tuple[Snapshot, TickResult]:
@@ -56,24 +54,25 @@ CASES: dict[str, Case] = {
     "named resource cap, used up": Case(
         "seeds/caps-count-requests", "one-more-cpu", WAITING, "queue_cap",
         [(K.QUEUE_CAP, "queue team, cpu: 8 of 8 in use, needs 1")],
-        ["raise max_resources cpu of queue team to 9: then it runs" + AHEAD,
-         "or wait until queue team's running work frees 1 cpu: then it runs" + AHEAD],
+        ["raise max_resources cpu of queue team to 9: then it runs",
+         "or wait until queue team's running work frees 1 cpu (huge-memory finishing): then it"
+         " runs"],
     ),
     # Issue 5's own example sentence.
     "device cap, used up": Case(
         "seeds/seed-cli-queues", "sweep-7", WAITING, "queue_cap",
         [(K.DEVICE_CAP, "queue research, nvidia_gpu/nvidia-h100: 48 of 48 in use, needs 8")],
-        ["raise max_accelerators nvidia_gpu/nvidia-h100 of queue research to 56: then it runs"
-         + AHEAD,
-         "or wait until queue research's running work frees 8 nvidia_gpu/nvidia-h100: then it"
-         " runs" + AHEAD],
+        ["raise max_accelerators nvidia_gpu/nvidia-h100 of queue research to 56: then it runs",
+         "or wait until queue research's running work frees 8 nvidia_gpu/nvidia-h100 (sweep-1"
+         " finishing): then it runs"],
     ),
     # The seed's 8-GPU example: "train starts once 4 GPUs are free at the same moment".
     "untyped GPU cap, 2 of the 4 free": Case(
         "seeds/eight-gpu-strict", "train", WAITING, "queue_cap",
         [(K.UNTYPED_GPU_CAP, "queue team, untyped GPUs: 6 of 8 in use, needs 4")],
-        ["raise max_gpus of queue team to 10: then it runs" + AHEAD,
-         "or wait until queue team's running work frees 2 untyped GPUs: then it runs" + AHEAD],
+        ["raise max_gpus of queue team to 10: then it runs",
+         "or wait until queue team's running work frees 2 untyped GPUs (sweep-a finishing): then"
+         " it runs"],
     ),
     # "When the action at the head of the line does not fit, the queue schedules nothing
     # behind it until it does." and "To let the waiting actions that fit run now, switch the
@@ -83,31 +82,33 @@ CASES: dict[str, Case] = {
         [(K.HEAD_OF_LINE,
           "behind train at the head of strict_fifo queue team, blocked since 10:00, 2 waiting"
           " behind it (train itself waits: queue team, untyped gpus: 6 of 8 in use, needs 4)")],
-        ["switch queue team to greedy_capacity: then it runs" + AHEAD],
+        ["switch queue team to greedy_capacity: then it runs"],
     ),
     "action concurrency": Case(
         "seeds/action-concurrency", "three-3", WAITING, "action_concurrency",
         [(K.ACTION_CONCURRENCY, "action concurrency 3 of 3")],
-        ["raise action_concurrency of queue three from 3 to 4: then it runs" + AHEAD,
-         "or wait until queue three's running work frees 1 action slot: then it runs" + AHEAD],
+        ["raise action_concurrency of queue three from 3 to 4: then it runs",
+         "or wait until queue three's running work frees 1 action slot (three-0 finishing): then"
+         " it runs"],
     ),
     "run concurrency, a new run": Case(
         "seeds/run-concurrency", "nightly-2-main", WAITING, "run_concurrency",
         [(K.RUN_CONCURRENCY, "run concurrency 1 of 1; its run nightly-2 is not active yet")],
-        ["raise run_concurrency of queue runs-1 from 1 to 2: then it runs" + AHEAD,
-         "or wait until queue runs-1's running work frees 1 run slot: then it runs" + AHEAD],
+        ["raise run_concurrency of queue runs-1 from 1 to 2: then it runs",
+         "or wait until queue runs-1's running work frees 1 run slot (nightly-1-main finishing):"
+         " then it runs"],
     ),
     "depth": Case(
         "seeds/depth", "fill-3", WAITING, "depth",
         [(K.DEPTH, "queue backfill holds at most 3 actions: 1 in flight and 2 queued ahead of it")],
-        ["raise depth of queue backfill from 3 to 4: then it runs" + AHEAD],
+        ["raise depth of queue backfill from 3 to 4: then it runs"],
     ),
     "cluster room at full scale": Case(
         "seeds/caps-do-not-reserve", "alpha-1", WAITING, "cluster_room",
         [(K.CLUSTER_ROOM,
           "cluster east, pool cpu: 0 cpu free at full scale (2 nodes), container main needs"
           " 8 cpu")],
-        ["raise max_nodes of pool cpu in cluster east from 2 to 3: then it runs" + AHEAD],
+        ["raise max_nodes of pool cpu in cluster east from 2 to 3: then it runs"],
     ),
     # Issue 5's own example sentence.
     "room in the pool, not on one node": Case(
@@ -115,7 +116,7 @@ CASES: dict[str, Case] = {
         [(K.NODE_FIT,
           "cluster east, pool h100: 8 GPUs free but at most 2 on one node, container main needs"
           " 4 on one node")],
-        ["raise max_nodes of pool h100 in cluster east from 4 to 5: then it runs" + AHEAD],
+        ["raise max_nodes of pool h100 in cluster east from 4 to 5: then it runs"],
     ),
     # "Priority across queues sharing capacity: higher priority first; it orders, it never
     # preempts."
@@ -124,7 +125,7 @@ CASES: dict[str, Case] = {
         [(K.LOWER_PRIORITY,
           "cluster east, pool cpu: room went to higher-priority queues prod this tick (8 cpu of"
           " it); without their work 8 cpu would be free on one node, container main needs 8 cpu")],
-        ["raise max_nodes of pool cpu in cluster east from 1 to 2: then it runs" + AHEAD],
+        ["raise max_nodes of pool cpu in cluster east from 1 to 2: then it runs"],
     ),
     # Neither limit alone keeps it out: a minimal set of two, fixed by the cheaper change.
     "device cap for untyped GPUs and a full pool, together": Case(
@@ -135,10 +136,9 @@ CASES: dict[str, Case] = {
          (K.CLUSTER_ROOM,
           "cluster mixed, pool t4: 0 GPUs free at full scale (1 node), container main needs 2"
           " GPUs")],
-        ["raise max_accelerators nvidia_gpu/nvidia-l4 of queue inference to 3: then it runs"
-         + AHEAD,
-         "or wait until queue inference's running work frees 1 nvidia_gpu/nvidia-l4: then it"
-         " runs" + AHEAD],
+        ["raise max_accelerators nvidia_gpu/nvidia-l4 of queue inference to 3: then it runs",
+         "or wait until queue inference's running work frees 1 nvidia_gpu/nvidia-l4 (l4-one"
+         " finishing): then it runs"],
     ),
     # "An action that asks for 64 CPUs on a queue capped at 32 does not fit even when the
     # queue is empty." ... "Reduce the request, route the task to a different queue, or raise
@@ -146,15 +146,17 @@ CASES: dict[str, Case] = {
     "infeasible: larger than a cap": Case(
         "seeds/infeasible-cpu-cap", "big", FAILED, "INFEASIBLE",
         [(K.QUEUE_CAP, "requests cpu=64 but queue capped caps cpu at 32")],
-        ["raise max_resources cpu of queue capped to 64: then it can run",
-         "reduce the cpu request of container main from 64 to 32: then it can run",
-         "submit it to queue default, which can run it: then it can run"],
+        ["raise max_resources cpu of queue capped to 64: then it runs",
+         "reduce the cpu request of container main from 64 to 32: then it runs",
+         "submit it to queue default, which can run it: then it runs"],
     ),
     "infeasible: a device cap": Case(
         "seeds/warm-pool-start", "big-1", FAILED, "INFEASIBLE",
         [(K.DEVICE_CAP,
           "requests nvidia_gpu/nvidia-t4:4 but queue serve caps nvidia_gpu/nvidia-t4 at 2")],
-        ["raise max_accelerators nvidia_gpu/nvidia-t4 of queue serve to 4: then it can run"],
+        ["raise max_accelerators nvidia_gpu/nvidia-t4 of queue serve to 4: then it can run; the"
+         " tick re-run with it keeps it waiting for now: queue serve, nvidia_gpu/nvidia-t4: 3 of 4"
+         " in use, needs 4"],
     ),
     # "It asks for an accelerator that none of those clusters has."
     "infeasible: no pool has the accelerator": Case(
@@ -162,9 +164,9 @@ CASES: dict[str, Case] = {
         [(K.NO_ACCELERATOR,
           "cluster east: container main (cpu=4, memory=16Gi, nvidia_gpu/nvidia-h100:1): no node"
           " pool has nvidia_gpu/nvidia-h100 (offers nvidia_gpu/nvidia-t4)")],
-        ["ask for nvidia_gpu/nvidia-t4 instead in container main: then it can run",
-         "add a node pool h100 like pool west/h100 to cluster east: then it can run",
-         "submit it to queue default, which can run it: then it can run"],
+        ["ask for nvidia_gpu/nvidia-t4 instead in container main: then it runs",
+         "add a node pool h100 like pool west/h100 to cluster east: then it runs",
+         "submit it to queue default, which can run it: then it runs"],
     ),
     # "its node selector is compatible with the pool's labels"
     "infeasible: the selector matches no pool": Case(
@@ -173,10 +175,10 @@ CASES: dict[str, Case] = {
           "cluster east: container main (cpu=4, memory=32Gi, nvidia_gpu/nvidia-a100:1): node"
           " selector tier=interactive matches no pool's labels (pools with its kind of node:"
           " a100 {tier=batch})")],
-        ["set node selector tier=batch in container main (pool a100): then it can run",
+        ["set node selector tier=batch in container main (pool a100): then it runs",
          "add a node pool a100-interactive like pool west/a100-interactive to cluster east:"
-         " then it can run",
-         "submit it to queue default, which can run it: then it can run"],
+         " then it runs",
+         "submit it to queue default, which can run it: then it runs"],
     ),
     # "One of its containers is larger than any node those clusters can launch."
     "infeasible: larger than any node": Case(
@@ -185,7 +187,7 @@ CASES: dict[str, Case] = {
           "cluster east: container main (cpu=48, memory=16Gi, nvidia_gpu/nvidia-t4:1) is larger"
           " than any node (closest: pool t4, cpu 48 > 32)")],
         ["reduce the cpu request of container main from 48 to 32 (a node of pool t4): then it"
-         " can run"],
+         " runs"],
     ),
     # "Its total request is more than those clusters have at full scale."
     "infeasible: larger than the cluster at full scale": Case(
@@ -193,13 +195,13 @@ CASES: dict[str, Case] = {
         [(K.LARGER_THAN_CLUSTER,
           "cluster east: its total request is more than pools t4 have at full scale"
           " (cpu 72 > 64)")],
-        ["raise max_nodes of pool t4 in cluster east from 2 to 3: then it can run"],
+        ["raise max_nodes of pool t4 in cluster east from 2 to 3: then it runs"],
     ),
     "infeasible: the queue routes nowhere": Case(
         "explain/no-cluster", "orphan", FAILED, "INFEASIBLE",
         [(K.NO_CLUSTER, "queue parked routes to no cluster")],
-        ["submit it to queue open, which can run it: then it can run",
-         "submit it to queue default, which can run it: then it can run"],
+        ["submit it to queue open, which can run it: then it runs",
+         "submit it to queue default, which can run it: then it runs"],
     ),
     "failed: max_queued_time passed": Case(
         "seeds/expiry", "stale", FAILED, "MAX_QUEUED_TIME_EXCEEDED",
@@ -324,3 +326,35 @@ def test_with_no_fleet_described_placement_cannot_be_judged() -> None:
     assert [(i.kind, i.message) for i in explanation.items] == [
         (ReasonKind.NO_CLUSTER, "no cluster is described yet, so its placement cannot be judged")
     ]
+
+
+def test_a_cap_goes_as_high_as_the_actions_it_lets_in_first_and_names_them() -> None:
+    """Issue 18: "if a cap must go to 4 rather than 2 because earlier actions also become
+    admissible, say 4, and name who else the change lets in". Raising max_gpus to the 3 that
+    a5 needs lets a2, ahead of it, in first; only 5 lets both in."""
+    snapshot = (
+        SnapshotBuilder()
+        .queue("q0", max_gpus=2)
+        .cluster("east")
+        .pool("cpu", cpu="32", memory="128Gi")
+        .pool("t4", cpu="32", memory="128Gi", accelerator="T4", accelerators=4, nodes=2)
+        .running("a0", queue="q0", gpu=1, on=("east", "t4", 0))
+        .queued("a2", queue="q0", gpu=2)
+        .queued("a4", queue="q0", cpu="1")
+        .queued("a5", queue="q0", gpu=2)
+        .build()
+    )
+    result = tick(snapshot, OPTIONS)
+    assert [s.action for s in result.scheduled] == ["a4"]
+    explanation = explain(snapshot, "a5", result, OPTIONS)
+    assert [s.message for s in explanation.suggestions] == [
+        "raise max_gpus of queue q0 to 5: then a2 and a5 run"
+    ]
+    assert explanation.suggestions[0].also_runs == ["a2"]
+    # a0 finishing frees 1 GPU, which a2 takes first: no wait lets a5 in.
+    assert explanation.ruled_out == [
+        "wait until queue q0's running work frees 1 untyped GPU (a0 finishing) (the most of it"
+        " tried): the tick re-run with it still does not run it: queue q0, untyped gpus: 2 of 2"
+        " in use, needs 2"
+    ]
+    assert prove(snapshot, result, "a5") == []
