@@ -450,7 +450,16 @@ class FleetConfig:
 # -- quota-managed job queues ------------------------------------------------------------------
 
 
-class SchedulingPolicy(_Resource):
+class _Deletable(_Resource):
+    """A kind of configuration the server refuses to delete while something uses it."""
+
+    @classmethod
+    def delete(cls, name: str, *, client: SluiceClient | None = None) -> None:
+        """Raises FailedPrecondition while a job queue uses it."""
+        _client(client).request("DELETE", f"{cls._path}/{name}")
+
+
+class SchedulingPolicy(_Deletable):
     """Scheduling policies; a job queue with quota shares needs one with a quota share policy."""
 
     _path = "/scheduling-policies"
@@ -466,7 +475,7 @@ class SchedulingPolicy(_Resource):
         )
 
 
-class ServiceEnvironment(_Resource):
+class ServiceEnvironment(_Deletable):
     """Service environments: the most instances of each type a job queue may use."""
 
     _path = "/service-environments"
@@ -611,6 +620,11 @@ class JobQueue:
     @staticmethod
     def list(*, client: SluiceClient | None = None) -> list[JSON]:
         return _client(client).request("GET", "/job-queues")
+
+    @staticmethod
+    def delete(name: str, *, client: SluiceClient | None = None) -> None:
+        """Raises FailedPrecondition while the queue holds live jobs."""
+        _client(client).request("DELETE", f"/job-queues/{name}")
 
     @staticmethod
     def put(queue: JSON, *, client: SluiceClient | None = None) -> str:

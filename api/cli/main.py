@@ -97,7 +97,7 @@ def _add_commands() -> None:
                 job_queues.create_service_environment,
             ),
         ),
-        (update, (queues.update_queue, job_queues.update_job_queue)),
+        (update, (queues.update_queue, job_queues.update_job_queue, queues.update_settings)),
         (
             get,
             (
@@ -112,7 +112,15 @@ def _add_commands() -> None:
             ),
         ),
         (drain, (queues.drain_queue,)),
-        (delete, (queues.delete_queue,)),
+        (
+            delete,
+            (
+                queues.delete_queue,
+                job_queues.delete_job_queue,
+                job_queues.delete_scheduling_policy,
+                job_queues.delete_service_environment,
+            ),
+        ),
         (cancel, (queues.cancel_action, job_queues.cancel_job)),
     )
     for group, commands in places:

@@ -239,7 +239,12 @@ def delete_queue(remote: Remote, name: str) -> None:
 @click.option("--environment", help="Run in this reusable environment (no containers).")
 @click.option("--max-queued-time", help="Fail if not scheduled within this time (30m, 1h).")
 @click.option("--deadline", help="Fail if not done by this time or after this duration.")
-@click.option("--count", type=click.IntRange(min=1), default=1, help="Submit N copies at once.")
+@click.option(
+    "--count",
+    type=click.IntRange(min=1),
+    default=1,
+    help="Submit N copies at once (ids ID-1 ... ID-N with --id, else made by the server).",
+)
 @click.option(
     "-f",
     "--file",
@@ -288,8 +293,12 @@ def submit(
             max_queued_time=max_queued_time,
             deadline=deadline,
         )
-        ids = [action_id] if count == 1 else [f"{action_id}-{i}" for i in range(1, count + 1)]
-        specs = [spec | ({"id": one} if one else {}) for one in ids]
+        if action_id is None:  # the server makes each id unique
+            specs = [spec] * count
+        elif count == 1:
+            specs = [spec | {"id": action_id}]
+        else:
+            specs = [spec | {"id": f"{action_id}-{i}"} for i in range(1, count + 1)]
     ids = Action.submit_batch(specs, client=client)
     for one in ids:
         click.echo(one)
@@ -401,6 +410,26 @@ def get_cluster(remote: Remote, name: str | None) -> None:
         else FleetConfig.clusters(client=client)
     )
     click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
+
+
+@click.command("settings")
+@click.option("--default-gpu-type", help="The device an untyped GPU request means (T4, H100).")
+@click.option("--clear-default-gpu-type", is_flag=True, help="Untyped requests name no device.")
+@pass_remote
+def update_settings(
+    remote: Remote, default_gpu_type: str | None, clear_default_gpu_type: bool
+) -> None:
+    """Change the organization settings; the next tick uses them.
+
+    \b
+    sluice update settings --default-gpu-type T4
+    """
+    if (default_gpu_type is None) == (not clear_default_gpu_type):
+        raise InvalidInput("give one of --default-gpu-type or --clear-default-gpu-type")
+    client = remote.client
+    settings = FleetConfig.settings(client=client) | {"default_gpu_type": default_gpu_type}
+    put = FleetConfig.put_settings(settings, client=client)
+    click.echo(yaml.safe_dump(put, sort_keys=False).rstrip())
 
 
 @click.command("settings")

@@ -134,6 +134,9 @@ MATRIX: list[tuple[str, str, str, Any, str]] = [
     ("GET", "/jobs/{job_id}", "/jobs/job", None, "any"),
     ("POST", "/jobs/{job_id}/report", "/jobs/job/report", {"outcome": "started"}, "executor"),
     ("POST", "/jobs/{job_id}/cancel", "/jobs/job/cancel", None, "queue"),
+    ("DELETE", "/job-queues/{name}", "/job-queues/new", None, "admin"),
+    ("DELETE", "/scheduling-policies/{name}", "/scheduling-policies/other", None, "admin"),
+    ("DELETE", "/service-environments/{name}", "/service-environments/other", None, "admin"),
     ("DELETE", "/queues/{name}", "/queues/spare", None, "admin"),
     ("DELETE", "/clusters/{name}", "/clusters/spare", None, "admin"),
 ]
