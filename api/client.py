@@ -405,6 +405,106 @@ class Action(_Tracked):
         return _client(client).request("GET", "/actions", params=params)
 
 
+class Cron:
+    """A cron schedule, as in the seed: `Cron("0 2 * * *")`, optionally in a time zone."""
+
+    def __init__(self, expression: str, timezone: str | None = None) -> None:
+        self.expression = expression
+        self.timezone = timezone
+
+    def body(self) -> JSON:
+        return _drop_unset(cron=self.expression, timezone=self.timezone)
+
+
+class FixedRate:
+    """A fixed rate: `FixedRate("10m")` (or seconds), counted from the trigger's creation."""
+
+    def __init__(self, every: str | float) -> None:
+        self.every = every
+
+    def body(self) -> JSON:
+        return {"every": self.every}
+
+
+class Trigger:
+    """Scheduled runs sent to a queue, shaped like the seed:
+
+        Trigger("nightly", Cron("0 2 * * *"), queue="batch", resources={"cpu": "4"}).create()
+
+    Each firing submits the trigger's actions as one new run: `actions` (bodies shaped like
+    `Action.spec`, without id, run or queue), or one action from `Action.spec`'s keywords.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        schedule: Cron | FixedRate,
+        *,
+        queue: str | None = None,
+        actions: builtins.list[JSON] | None = None,
+        catch_up: str | None = None,
+        paused: bool | None = None,
+        **spec: Any,
+    ) -> None:
+        self.name = name
+        self.schedule = schedule
+        self.queue = queue
+        self.actions = actions if actions is not None else [Action.spec(**spec)]
+        self.catch_up = catch_up
+        self.paused = paused
+
+    def create(self, *, client: SluiceClient | None = None) -> JSON:
+        """Store the trigger; returns it with its next scheduled time."""
+        body = _drop_unset(
+            name=self.name,
+            queue=self.queue,
+            actions=self.actions,
+            catch_up=self.catch_up,
+            paused=self.paused,
+        )
+        return _client(client).request("POST", "/triggers", body=body | self.schedule.body())
+
+    @staticmethod
+    def get(name: str, *, client: SluiceClient | None = None) -> JSON:
+        """Its schedule, state, next time and history of firings (newest first)."""
+        return _client(client).request("GET", f"/triggers/{name}")
+
+    @staticmethod
+    def list(*, client: SluiceClient | None = None) -> builtins.list[JSON]:
+        return _client(client).request("GET", "/triggers")
+
+    @staticmethod
+    def update(
+        name: str,
+        *,
+        schedule: Cron | FixedRate | None = None,
+        timezone: str | None = None,
+        queue: str | None = None,
+        actions: builtins.list[JSON] | None = None,
+        catch_up: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Change some fields; a new schedule plans the next time again from now. A
+        `timezone` alone moves the cron expression to that zone."""
+        changes = _drop_unset(timezone=timezone, queue=queue, actions=actions, catch_up=catch_up)
+        if schedule is not None:
+            changes |= schedule.body()
+        return _client(client).request("PATCH", f"/triggers/{name}", body=changes)
+
+    @staticmethod
+    def pause(name: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("POST", f"/triggers/{name}/pause")
+
+    @staticmethod
+    def resume(name: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("POST", f"/triggers/{name}/resume")
+
+    @staticmethod
+    def delete(name: str, *, client: SluiceClient | None = None) -> None:
+        """The trigger and its history go; the runs it submitted stay."""
+        _client(client).request("DELETE", f"/triggers/{name}")
+
+
 class FleetConfig:
     """The fleet's configuration: queues put whole, clusters, organization settings and
     reusable environments."""

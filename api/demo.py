@@ -26,13 +26,29 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.store.records import JobPhase, Phase, ReportedOutcome, Store
-from fixtures.service_fleets import DEMO_CLUSTERS, DEMO_QUEUES
+from fixtures.service_fleets import DEMO_CLUSTERS, DEMO_GPU_POOL, DEMO_QUEUES
 from models.errors import AlreadyExists, FailedPrecondition, InvalidInput, SluiceError
 from models.quota import Job, SchedulingPolicy, ServiceEnvironment
 from models.quota import JobQueue as QuotaJobQueue
-from models.snapshot import Action, Environment
+from models.snapshot import Action, Environment, Queue
+from models.triggers import Trigger
 
 log = logging.getLogger("sluice.demo")
+_DEMO_CHILD = {"resources": {"cpu": "4", "memory": "16Gi"}}
+
+# The seed's non-overlap: "give the trigger a serialized queue (run_concurrency 1) and you
+# get self-non-overlapping scheduled jobs for free." Runs fire every 10 s and take 5 to 20 s
+# (the executor's default), so now and then a run waits for the one before it.
+DEMO_SERIAL_QUEUE = Queue(name="nightly-runs", pool=DEMO_GPU_POOL, run_concurrency=1)
+DEMO_TRIGGER = Trigger.model_validate(
+    {
+        "name": "nightly",
+        "schedule": {"every": "10s"},
+        "queue": DEMO_SERIAL_QUEUE.name,
+        # "Inside each run, children still fan out freely": three actions per run.
+        "actions": [{"containers": [_DEMO_CHILD]}] * 3,
+    }
+)
 
 DEMO_ENVIRONMENTS = [
     Environment.model_validate(
@@ -130,9 +146,11 @@ def load_demo_fleet(store: Store) -> None:
     for cluster in DEMO_CLUSTERS:
         if cluster.name not in existing:
             store.put_cluster(cluster)
-    for queue in DEMO_QUEUES:
+    for queue in (*DEMO_QUEUES, DEMO_SERIAL_QUEUE):
         with contextlib.suppress(AlreadyExists):
             store.create_queue(queue)
+    if DEMO_TRIGGER.name not in {record.trigger.name for record in store.list_triggers()}:
+        store.create_trigger(DEMO_TRIGGER, datetime.now(UTC))
     known = {record.environment.name for record in store.list_environments()}
     for environment in DEMO_ENVIRONMENTS:
         if environment.name not in known:

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from api.store.records import AppliedTick, SnapshotOvertaken, Store
 from models.result import TickResult, WaitingAction
@@ -58,6 +58,7 @@ class TickLoop:
         self._ticked = asyncio.Condition()
         self._stopping = asyncio.Event()
         self._one_at_a_time = asyncio.Lock()  # ticks never overlap, whoever starts them
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # triggers' time
 
     def stop(self) -> None:
         """End `run_forever` after the tick in progress (if any) has been written back."""
@@ -121,7 +122,16 @@ class TickLoop:
         )
         return result
 
+    def _fire_due_triggers(self) -> None:
+        """Submit the runs of triggers due by now, so this tick's snapshot holds them.
+
+        A scheduled time more than two periods old (at least a second) passed while the
+        service was down, or while ticks overran: the trigger's catch_up decides."""
+        grace = timedelta(seconds=max(2 * self.period_s, 1.0))
+        self.store.fire_triggers(self.clock(), grace)
+
     def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float]]:
+        self._fire_due_triggers()
         clock = time.perf_counter()
         planned = self.store.read_tick_input(datetime.now(UTC))
         read_s = time.perf_counter() - clock

@@ -227,31 +227,73 @@ def delete_queue(remote: Remote, name: str) -> None:
 # -- actions ---------------------------------------------------------------------------------
 
 
+def action_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """What one submitted action holds, shared by `submit` and `create trigger`."""
+    options = [
+        click.option(
+            "--resources",
+            multiple=True,
+            metavar="NAME=QUANTITY",
+            help="A request: cpu=2, memory=8Gi.",
+        ),
+        click.option("--gpu", help="Accelerators: H100:4 or T4 (typed), 2 (untyped NVIDIA GPUs)."),
+        click.option("--node-selector", multiple=True, metavar="LABEL=VALUE", help="Node labels."),
+        click.option("--environment", help="Run in this reusable environment (no containers)."),
+        click.option("--max-queued-time", help="Fail if not scheduled within this time (30m, 1h)."),
+        click.option(
+            "--count",
+            type=click.IntRange(min=1),
+            default=1,
+            help="Submit N copies at once (ids ID-1 ... ID-N with --id, else made by the server).",
+        ),
+        click.option(
+            "-f",
+            "--file",
+            "path",
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="YAML/JSON list of actions (the API's submit bodies), submitted all or none.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def action_specs(
+    path: Path | None,
+    count: int,
+    resources: tuple[str, ...],
+    gpu: str | None,
+    node_selector: tuple[str, ...],
+    environment: str | None,
+    max_queued_time: str | None,
+    **fields: Any,
+) -> list[dict[str, Any]]:
+    """The submission bodies the options describe: a file's list, or `count` copies of one
+    action (`fields` adds the command's own: queue, run, deadline)."""
+    if path is not None:
+        data = read_yaml(path)
+        specs = data.get("actions") if isinstance(data, dict) else data
+        if not isinstance(specs, list):
+            raise InvalidInput(f"{path}: expected a list of actions (or a mapping with actions)")
+        return specs
+    spec = Action.spec(
+        resources=_pairs(resources, "--resources"),
+        gpu=gpu,
+        node_selector=_pairs(node_selector, "--node-selector") or None,
+        environment=environment,
+        max_queued_time=max_queued_time,
+        **fields,
+    )
+    return [spec] * count
+
+
 @click.command()
 @click.option("--queue", help="Target queue [default: the default queue].")
 @click.option("--id", "action_id", help="The action's id [default: made by the server].")
 @click.option("--run", help="The run it belongs to [default: its own id].")
-@click.option(
-    "--resources", multiple=True, metavar="NAME=QUANTITY", help="A request: cpu=2, memory=8Gi."
-)
-@click.option("--gpu", help="Accelerators: H100:4 or T4 (typed), 2 (untyped NVIDIA GPUs).")
-@click.option("--node-selector", multiple=True, metavar="LABEL=VALUE", help="Node labels.")
-@click.option("--environment", help="Run in this reusable environment (no containers).")
-@click.option("--max-queued-time", help="Fail if not scheduled within this time (30m, 1h).")
 @click.option("--deadline", help="Fail if not done by this time or after this duration.")
-@click.option(
-    "--count",
-    type=click.IntRange(min=1),
-    default=1,
-    help="Submit N copies at once (ids ID-1 ... ID-N with --id, else made by the server).",
-)
-@click.option(
-    "-f",
-    "--file",
-    "path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="YAML/JSON list of actions (the API's submit bodies), submitted all or none.",
-)
+@action_options
 @click.option("--wait", is_flag=True, help="Wait until scheduled; a failure is the exit status.")
 @pass_remote
 def submit(
@@ -259,15 +301,9 @@ def submit(
     queue: str | None,
     action_id: str | None,
     run: str | None,
-    resources: tuple[str, ...],
-    gpu: str | None,
-    node_selector: tuple[str, ...],
-    environment: str | None,
-    max_queued_time: str | None,
     deadline: str | None,
-    count: int,
-    path: Path | None,
     wait: bool,
+    **options: Any,
 ) -> None:
     """Queue actions; prints their ids, one per line.
 
@@ -277,28 +313,12 @@ def submit(
     sluice submit -f actions.yaml
     """
     client = remote.client
-    if path is not None:
-        data = read_yaml(path)
-        specs = data.get("actions") if isinstance(data, dict) else data
-        if not isinstance(specs, list):
-            raise InvalidInput(f"{path}: expected a list of actions (or a mapping with actions)")
-    else:
-        spec = Action.spec(
-            queue=queue,
-            resources=_pairs(resources, "--resources"),
-            gpu=gpu,
-            node_selector=_pairs(node_selector, "--node-selector") or None,
-            environment=environment,
-            run=run,
-            max_queued_time=max_queued_time,
-            deadline=deadline,
-        )
-        if action_id is None:  # the server makes each id unique
-            specs = [spec] * count
-        elif count == 1:
-            specs = [spec | {"id": action_id}]
+    specs = action_specs(queue=queue, run=run, deadline=deadline, **options)
+    if options["path"] is None and action_id is not None:  # else the server makes each id
+        if len(specs) == 1:
+            specs = [specs[0] | {"id": action_id}]
         else:
-            specs = [spec | {"id": f"{action_id}-{i}"} for i in range(1, count + 1)]
+            specs = [spec | {"id": f"{action_id}-{i}"} for i, spec in enumerate(specs, 1)]
     ids = Action.submit_batch(specs, client=client)
     for one in ids:
         click.echo(one)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ from models.snapshot import (
     Settings,
     Snapshot,
 )
+from models.triggers import FiringOutcome, Trigger
 
 
 class Phase(StrEnum):
@@ -200,6 +201,40 @@ class AppliedTick:
     jobs: AppliedJobs = field(default_factory=AppliedJobs)  # the job queues' decisions
 
 
+# -- triggers ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Firing:
+    """One line of a trigger's history: a scheduled time and what became of it."""
+
+    scheduled_for: datetime
+    fired_at: datetime
+    outcome: FiringOutcome
+    run: str | None  # the run it submitted, if any
+    missed: int  # scheduled times this line stands for that passed while the service was down
+    message: str
+
+
+@dataclass(frozen=True)
+class TriggerRecord:
+    trigger: Trigger
+    created_at: datetime  # a fixed rate counts from here
+    next_due: datetime | None  # None while paused
+    history: list[Firing]  # newest first, at most models.triggers.HISTORY_KEPT
+
+
+class TriggerStore(Protocol):
+    """The triggers' part of the service's store."""
+
+    def create_trigger(self, trigger: Trigger, now: datetime) -> TriggerRecord: ...
+    def replace_trigger(self, trigger: Trigger, now: datetime) -> TriggerRecord: ...
+    def get_trigger(self, name: str) -> TriggerRecord: ...
+    def list_triggers(self) -> list[TriggerRecord]: ...
+    def delete_trigger(self, name: str) -> None: ...
+    def fire_triggers(self, now: datetime, grace: timedelta) -> list[Firing]: ...
+
+
 # -- the interface -----------------------------------------------------------------------------
 
 
@@ -246,7 +281,7 @@ class QuotaStore(Protocol):
     ) -> JobRecord: ...
 
 
-class Store(QuotaStore, Protocol):
+class Store(QuotaStore, TriggerStore, Protocol):
     """The service's only access to durable state."""
 
     def get_settings(self) -> Settings: ...

@@ -24,10 +24,11 @@ from pathlib import Path
 from api.store.actions import SqliteActions, queue_body
 from api.store.job_queues import SqliteJobQueues
 from api.store.tick_io import SqliteTickIO
+from api.store.triggers import SqliteTriggers
 from models.errors import FailedPrecondition, SluiceError, Unavailable
 from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings
 
-SCHEMA_VERSION = 2  # 2 added the job queues' tables; 1 is upgraded in place
+SCHEMA_VERSION = 3  # 2 added the job queues' tables, 3 the triggers'; older upgrade in place
 
 log = logging.getLogger("sluice.store")
 
@@ -104,6 +105,29 @@ CREATE INDEX IF NOT EXISTS jobs_live ON jobs (seq)
 """
 
 
+_TRIGGERS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS triggers (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a re-created trigger's runs differ
+    name TEXT NOT NULL UNIQUE,
+    queue TEXT NOT NULL,
+    body TEXT NOT NULL,                     -- the Trigger (models.triggers)
+    created_at TEXT NOT NULL,               -- a fixed rate counts from here
+    next_due TEXT                           -- NULL while paused
+);
+CREATE INDEX IF NOT EXISTS triggers_due ON triggers (next_due) WHERE next_due IS NOT NULL;
+CREATE TABLE IF NOT EXISTS trigger_firings (
+    trigger_seq INTEGER NOT NULL,
+    scheduled_for TEXT NOT NULL,
+    fired_at TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    run TEXT,
+    missed INTEGER NOT NULL DEFAULT 0,
+    message TEXT NOT NULL,
+    PRIMARY KEY (trigger_seq, scheduled_for)  -- a scheduled time fires at most once
+);
+"""
+
+
 @dataclass
 class _Ticket:
     """One caller's submission waiting for the next group commit."""
@@ -113,7 +137,7 @@ class _Ticket:
     error: SluiceError | None = None
 
 
-class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO):
+class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
     """The embedded default store: every part of the interface over one SQLite file."""
 
     def __init__(self, path: str | Path) -> None:
@@ -127,13 +151,15 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO):
             raise
 
     def _create_schema(self) -> None:
-        self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA)
+        self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA)
         with self._write() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) == 1:  # version 2 only added tables, created just above
-                conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+            elif int(row[0]) in (1, 2):  # versions 2 and 3 only added tables, created above
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),)
+                )
             elif int(row[0]) != SCHEMA_VERSION:
                 raise FailedPrecondition(
                     f"{self.path}: schema version {row[0]}, this Sluice reads {SCHEMA_VERSION}"
