@@ -46,8 +46,8 @@ class SqliteTriggers(SqliteFile):
         seq, body, created_at, next_due = row
         history = [
             Firing(
-                scheduled_for=read_time(at) or datetime.min,
-                fired_at=read_time(fired) or datetime.min,
+                scheduled_for=datetime.fromisoformat(at),
+                fired_at=datetime.fromisoformat(fired),
                 outcome=FiringOutcome(outcome),
                 run=run,
                 missed=missed,
@@ -61,7 +61,7 @@ class SqliteTriggers(SqliteFile):
         ]
         return TriggerRecord(
             trigger=Trigger.model_validate_json(body),
-            created_at=read_time(created_at) or datetime.min,
+            created_at=datetime.fromisoformat(created_at),
             next_due=read_time(next_due),
             history=history,
         )
@@ -94,7 +94,7 @@ class SqliteTriggers(SqliteFile):
         with self._write() as conn:
             _, _, created_at, _ = self._fetch_trigger(conn, trigger.name)
             SqliteActions._fetch_queue(conn, trigger.queue)
-            anchor = read_time(created_at) or now
+            anchor = datetime.fromisoformat(created_at)
             next_due = None if trigger.paused else trigger.schedule.next_after(now, anchor)
             conn.execute(
                 "UPDATE triggers SET queue = ?, body = ?, next_due = ? WHERE name = ?",
@@ -147,7 +147,7 @@ class SqliteTriggers(SqliteFile):
             if due_at is None or due_at > now:  # paused or changed since
                 return []
             trigger = Trigger.model_validate_json(body)
-            anchor = read_time(created_at) or now
+            anchor = datetime.fromisoformat(created_at)
             times = due_times(trigger.schedule, due_at, now, anchor, grace)
             firings: list[Firing] = []
             if times.latest_missed is not None:
