@@ -247,6 +247,15 @@ class Queue:
     def delete(name: str, *, client: SluiceClient | None = None) -> None:
         _client(client).request("DELETE", f"/queues/{name}")
 
+    @staticmethod
+    def move(
+        name: str, *, to: str, where: str | None = None, client: SluiceClient | None = None
+    ) -> builtins.list[str]:
+        """Move the waiting actions of `name` (those `where` keeps, e.g. "gpu>=8") to queue
+        `to`, all or none, in arrival order; returns the ids moved."""
+        body = _drop_unset(to=to, where=where)
+        return _client(client).request("POST", f"/queues/{name}/move", body=body)["ids"]
+
 
 def _wait(
     what: str,
@@ -385,6 +394,12 @@ class Action(_Tracked):
         """Queue one action (keywords as in `Action.spec`); raises ResourceExhausted when the
         queue is full, QueueDraining when it is draining."""
         return _client(client).request("POST", "/actions", body=Action.spec(**spec))
+
+    @staticmethod
+    def move(ids: list[str], *, to: str, client: SluiceClient | None = None) -> list[str]:
+        """Move waiting actions to queue `to`, all or none, keeping their arrival order."""
+        body = {"ids": ids, "to": to}
+        return _client(client).request("POST", "/actions/move", body=body)["ids"]
 
     @staticmethod
     def submit_batch(specs: list[JSON], *, client: SluiceClient | None = None) -> list[str]:

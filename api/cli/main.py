@@ -73,6 +73,11 @@ def cancel() -> None:
 
 
 @main.group()
+def move() -> None:
+    """Move waiting work to another queue."""
+
+
+@main.group()
 def pause() -> None:
     """Pause a trigger."""
 
@@ -144,6 +149,7 @@ def _add_commands() -> None:
             ),
         ),
         (cancel, (queues.cancel_action, job_queues.cancel_job)),
+        (move, (queues.move_action, queues.move_queue)),
         (pause, (triggers.pause_trigger,)),
         (resume, (triggers.resume_trigger,)),
     )

@@ -224,6 +224,23 @@ def delete_queue(remote: Remote, name: str) -> None:
     click.echo(f"queue {name} deleted")
 
 
+@click.command("queue")
+@click.argument("name")
+@click.option("--to", "to", required=True, help="The destination queue.")
+@click.option("--where", help="Only actions whose requests match: gpu>=8, memory>64Gi,cpu<=4.")
+@pass_remote
+def move_queue(remote: Remote, name: str, to: str, where: str | None) -> None:
+    """Move NAME's waiting actions to queue --to, all or none, keeping their arrival order.
+
+    \b
+    sluice move queue research --to research-large --where "gpu>=8"
+    """
+    ids = Queue.move(name, to=to, where=where, client=remote.client)
+    click.echo(f"{len(ids)} action{'s' if len(ids) != 1 else ''} moved to queue {to}")
+    for one in ids:
+        click.echo(one)
+
+
 # -- actions ---------------------------------------------------------------------------------
 
 
@@ -367,6 +384,16 @@ def get_actions(
         return "\n".join(lines)
 
     emit(actions, output, table)
+
+
+@click.command("action")
+@click.argument("action_ids", nargs=-1, required=True)
+@click.option("--to", "to", required=True, help="The destination queue.")
+@pass_remote
+def move_action(remote: Remote, action_ids: tuple[str, ...], to: str) -> None:
+    """Move waiting actions to queue --to, all or none, keeping their arrival order."""
+    ids = Action.move(list(action_ids), to=to, client=remote.client)
+    click.echo(f"{len(ids)} action{'s' if len(ids) != 1 else ''} moved to queue {to}")
 
 
 @click.command("action")

@@ -55,6 +55,30 @@ class BatchAccepted(BaseModel):
     ids: list[str]
 
 
+class ActionsMove(Body):
+    """Waiting actions to move to queue `to`, all or none; they keep their arrival order."""
+
+    ids: list[str] = Field(min_length=1, max_length=10_000)
+    to: str
+
+
+class QueueMove(Body):
+    """Move the waiting actions of a queue (those `where` keeps) to queue `to`."""
+
+    to: str
+    where: str | None = Field(
+        default=None,
+        max_length=200,
+        description="clauses on the requests, all of which must hold",
+        examples=["gpu>=8", "memory>64Gi,cpu<=16"],
+    )
+
+
+class Moved(BaseModel):
+    to: str
+    ids: list[str] = Field(description="the actions moved, in arrival order")
+
+
 class ActionPublic(BaseModel):
     id: str
     run: str

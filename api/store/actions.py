@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +31,16 @@ from models.errors import (
     QueueDraining,
     ResourceExhausted,
 )
-from models.snapshot import DEFAULT_QUEUE, Action, Cluster, Environment, Placement, Queue, Settings
+from models.snapshot import (
+    DEFAULT_QUEUE,
+    Action,
+    Cluster,
+    Environment,
+    Placement,
+    Queue,
+    Settings,
+    Snapshot,
+)
 
 LIVE_SQL = "('queued', 'scheduled', 'running')"  # records.LIVE_PHASES, as SQL
 
@@ -500,3 +510,103 @@ class SqliteActions(SqliteFile):
                     ),
                 )
             return self._fetch_action(conn, action_id)
+
+    # -- moving waiting actions ----------------------------------------------------------------
+
+    def move_actions(
+        self,
+        to: str,
+        now: datetime,
+        check: Callable[[set[str], Snapshot], None],
+        *,
+        ids: list[str] | None = None,
+        source: str | None = None,
+        where: Callable[[Action], bool] | None = None,
+    ) -> list[ActionRecord]:
+        """Move queued actions to queue `to`, all or none, keeping their arrival order.
+
+        The actions are `ids`, or the queued actions of queue `source` that `where` keeps.
+        `check` sees their source queues and a snapshot of the destination (its settings,
+        the clusters, the moved actions queued there) inside the transaction, and raises
+        to refuse (rights, feasibility). A destination that is draining, or whose depth the
+        move would pass, refuses as a submission would.
+        """
+        with self._write() as conn:
+            destination = self._fetch_queue(conn, to)
+            if ids is not None:
+                records = self._movable_by_id(conn, ids)
+            else:
+                assert source is not None
+                self._fetch_queue(conn, source)
+                rows = conn.execute(
+                    f"SELECT {self._ACTION_COLUMNS} FROM actions"
+                    " WHERE queue = ? AND phase = 'queued' ORDER BY seq",
+                    (source,),
+                ).fetchall()
+                records = [self._action_record(row) for row in rows]
+                records = [r for r in records if where is None or where(r.action)]
+            for record in records:
+                action = record.action
+                if action.queue == to:
+                    raise FailedPrecondition(f"action {action.id} is in queue {to} already")
+                if action.environment is not None:
+                    raise FailedPrecondition(
+                        f"action {action.id} runs in environment {action.environment} of queue"
+                        f" {action.queue}; it cannot move to another queue",
+                        field="action",
+                    )
+            if not records:
+                return []
+            if destination.draining:
+                raise QueueDraining(f"queue {to} is draining: it accepts nothing new")
+            if destination.queue.depth is not None:
+                (used,) = conn.execute(
+                    f"SELECT COUNT(*) FROM actions WHERE queue = ? AND phase IN {LIVE_SQL}", (to,)
+                ).fetchone()
+                if used + len(records) > destination.queue.depth:
+                    raise ResourceExhausted(
+                        f"queue {to} is full: depth {destination.queue.depth}, {used} in flight"
+                        f" or waiting, {len(records)} more moved",
+                        field="to",
+                    )
+            moved = [r.action.model_copy(update={"queue": to}) for r in records]
+            (settings,) = conn.execute("SELECT body FROM settings").fetchone()
+            clusters = conn.execute("SELECT body FROM clusters ORDER BY name").fetchall()
+            check(
+                {r.action.queue for r in records},
+                Snapshot(
+                    now=now,
+                    settings=Settings.model_validate_json(settings),
+                    queues=[destination.queue],
+                    clusters=[Cluster.model_validate_json(body) for (body,) in clusters],
+                    actions=moved,
+                ),
+            )
+            conn.executemany(
+                "UPDATE actions SET queue = ?, body = ? WHERE id = ?",
+                [
+                    (to, action.model_dump_json(exclude={"state", "placement"}), action.id)
+                    for action in moved
+                ],
+            )
+            bump_generation(conn)  # a tick planned on the old queues must not apply
+            return [self._fetch_action(conn, action.id) for action in moved]
+
+    def _movable_by_id(self, conn: sqlite3.Connection, ids: list[str]) -> list[ActionRecord]:
+        """The queued actions `ids`, in arrival order; refused if one is not waiting."""
+        records: list[tuple[int, ActionRecord]] = []
+        for action_id in dict.fromkeys(ids):
+            row = conn.execute(
+                f"SELECT seq, {self._ACTION_COLUMNS} FROM actions WHERE id = ?", (action_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"action {action_id!r} does not exist", field="action")
+            record = self._action_record(row[1:])
+            if record.phase is not Phase.QUEUED:
+                raise FailedPrecondition(
+                    f"action {action_id} is {record.phase.value}; only waiting (queued) actions"
+                    " move",
+                    field="action",
+                )
+            records.append((row[0], record))
+        return [record for _, record in sorted(records, key=lambda pair: pair[0])]

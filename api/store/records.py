@@ -316,6 +316,16 @@ class Store(QuotaStore, TriggerStore, Protocol):
         limit: int = 100,
     ) -> list[ActionRecord]: ...
     def cancel_action(self, action_id: str, now: datetime) -> ActionRecord: ...
+    def move_actions(
+        self,
+        to: str,
+        now: datetime,
+        check: Callable[[set[str], Snapshot], None],
+        *,
+        ids: list[str] | None = None,
+        source: str | None = None,
+        where: Callable[[Action], bool] | None = None,
+    ) -> list[ActionRecord]: ...
     def report(
         self,
         action_id: str,
