@@ -100,6 +100,17 @@ class ActionPublic(BaseModel):
     )
     waiting_resource: str | None
     waiting_message: str | None
+    queue_position: int | None = Field(
+        description="for a queued action, as of the last tick: its place in its queue's line"
+        " (1 is the head)"
+    )
+    global_position: int | None = Field(
+        description="its place among every waiting action in the global order"
+    )
+    ahead_competing: int | None = Field(
+        description="actions waiting ahead of it that could take the capacity it needs: in"
+        " its queue, or able to land in one of its node pools"
+    )
 
     @classmethod
     def of(cls, record: ActionRecord, waiting: WaitingAction | None) -> ActionPublic:
@@ -124,4 +135,7 @@ class ActionPublic(BaseModel):
             waiting_reason=waiting.reason if waiting else None,
             waiting_resource=waiting.resource if waiting else None,
             waiting_message=waiting.message if waiting else None,
+            queue_position=waiting.queue_position if waiting else None,
+            global_position=waiting.global_position if waiting else None,
+            ahead_competing=waiting.ahead_competing if waiting else None,
         )
