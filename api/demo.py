@@ -27,7 +27,13 @@ from typing import Any
 
 from api.store.records import JobPhase, Phase, ReportedOutcome, Store
 from fixtures.service_fleets import DEMO_CLUSTERS, DEMO_GPU_POOL, DEMO_QUEUES
-from models.errors import AlreadyExists, FailedPrecondition, InvalidInput, SluiceError
+from models.errors import (
+    AlreadyExists,
+    ErrorCode,
+    FailedPrecondition,
+    InvalidInput,
+    SluiceError,
+)
 from models.quota import Job, SchedulingPolicy, ServiceEnvironment
 from models.quota import JobQueue as QuotaJobQueue
 from models.snapshot import Action, Environment, Queue
@@ -185,6 +191,7 @@ class DemoExecutor:
         self._next_arrival: dict[str, float] = {}  # by share: the earliest next project-b/c job
         self._job_serial = 0
         self.preempted_seen = 0  # jobs the executor saw preempted (and so never reported done)
+        self.deadlines_stopped = 0  # actions it stopped because their deadline came
 
     async def run_forever(self) -> None:
         while True:
@@ -200,7 +207,9 @@ class DemoExecutor:
             self.store.report(record.action.id, ReportedOutcome.STARTED, now)
             low, high = self._run_times.pop(record.action.id, (5.0, 20.0))
             self._finish_at[record.action.id] = clock + self._random.uniform(low, high)
-        for record in self.store.list_actions(phase=Phase.RUNNING, limit=5000):
+        running = self.store.list_actions(phase=Phase.RUNNING, limit=5000)
+        self._stop_past_deadline({record.action.id for record in running}, now)
+        for record in running:
             action_id = record.action.id
             # Actions running before a restart get a run time when first seen.
             due = self._finish_at.setdefault(action_id, clock + self._random.uniform(5, 20))
@@ -219,6 +228,15 @@ class DemoExecutor:
         self._submit_more(now)
         self._run_jobs(clock, now)
         self._submit_jobs(clock, now)
+
+    def _stop_past_deadline(self, running: set[str], now: datetime) -> None:
+        """Stop what is no longer running: an action the service failed at its deadline is
+        acknowledged with a report `failed`; one cancelled is just forgotten."""
+        for action_id in [one for one in self._finish_at if one not in running]:
+            del self._finish_at[action_id]
+            if self.store.get_action(action_id).code is ErrorCode.DEADLINE_EXCEEDED:
+                self.store.report(action_id, ReportedOutcome.FAILED, now)
+                self.deadlines_stopped += 1
 
     def _run_jobs(self, clock: float, now: datetime) -> None:
         """Start the jobs the tick scheduled and finish running ones when their time is up.

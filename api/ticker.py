@@ -58,7 +58,7 @@ class TickLoop:
         self._ticked = asyncio.Condition()
         self._stopping = asyncio.Event()
         self._one_at_a_time = asyncio.Lock()  # ticks never overlap, whoever starts them
-        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # triggers' time
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # triggers, deadlines
 
     def stop(self) -> None:
         """End `run_forever` after the tick in progress (if any) has been written back."""
@@ -122,16 +122,18 @@ class TickLoop:
         )
         return result
 
-    def _fire_due_triggers(self) -> None:
-        """Submit the runs of triggers due by now, so this tick's snapshot holds them.
+    def _before_snapshot(self) -> None:
+        """Fail scheduled and running actions whose deadline has come (their charges free up
+        for this tick), then submit the runs of triggers due by now, so this tick plans them.
 
-        A scheduled time more than two periods old (at least a second) passed while the
+        A trigger's time more than two periods old (at least a second) passed while the
         service was down, or while ticks overran: the trigger's catch_up decides."""
-        grace = timedelta(seconds=max(2 * self.period_s, 1.0))
-        self.store.fire_triggers(self.clock(), grace)
+        now = self.clock()
+        self.store.expire_deadlines(now)
+        self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
 
     def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float]]:
-        self._fire_due_triggers()
+        self._before_snapshot()
         clock = time.perf_counter()
         planned = self.store.read_tick_input(datetime.now(UTC))
         read_s = time.perf_counter() - clock

@@ -379,8 +379,8 @@ class SqliteActions(SqliteFile):
                 )
         try:
             conn.executemany(
-                "INSERT INTO actions (id, queue, phase, body, environment, submitted_at)"
-                " VALUES (?, ?, 'queued', ?, ?, ?)",
+                "INSERT INTO actions (id, queue, phase, body, environment, submitted_at,"
+                " deadline_at) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
                 [
                     (
                         action.id,
@@ -388,6 +388,7 @@ class SqliteActions(SqliteFile):
                         action.model_dump_json(exclude={"state", "placement"}),
                         action.environment,
                         stored_time(action.submitted_at),
+                        stored_time(action.deadline_at()),
                     )
                     for action in actions
                 ],
@@ -476,6 +477,14 @@ class SqliteActions(SqliteFile):
         """An executor's word on a scheduled action; finishing frees its charges."""
         with self._write() as conn:
             record = self._fetch_action(conn, action_id)
+            if record.code is ErrorCode.DEADLINE_EXCEEDED and record.phase is Phase.FAILED:
+                if outcome is ReportedOutcome.FAILED:
+                    return record  # the executor acknowledges: it stopped the action
+                raise FailedPrecondition(
+                    f"action {action_id} failed DEADLINE_EXCEEDED: {record.message}; stop it"
+                    " and report failed to acknowledge",
+                    field="action",
+                )
             allowed = (
                 (Phase.SCHEDULED,)
                 if outcome is ReportedOutcome.STARTED
@@ -510,6 +519,33 @@ class SqliteActions(SqliteFile):
                     ),
                 )
             return self._fetch_action(conn, action_id)
+
+    def expire_deadlines(self, now: datetime) -> list[str]:
+        """Fail every scheduled or running action whose deadline has come: DEADLINE_EXCEEDED,
+        its charges freed at once. Its executor learns it from the action's state (a report
+        `failed` acknowledges; any other report is refused). Queued actions are the tick's:
+        it fails those whose deadline passed while they waited."""
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT id, phase, deadline_at FROM actions WHERE deadline_at <= ?"
+                " AND phase IN ('scheduled', 'running') ORDER BY seq",
+                (stored_time(now),),
+            ).fetchall()
+            conn.executemany(
+                "UPDATE actions SET phase = 'failed', code = ?, message = ?, finished_at = ?"
+                " WHERE id = ?",
+                [
+                    (
+                        ErrorCode.DEADLINE_EXCEEDED.value,
+                        f"action {action_id}: deadline {deadline} passed while {phase};"
+                        " its executor must stop it",
+                        stored_time(now),
+                        action_id,
+                    )
+                    for action_id, phase, deadline in rows
+                ],
+            )
+        return [action_id for action_id, _, _ in rows]
 
     # -- moving waiting actions ----------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 from api.store.actions import SqliteActions, queue_body
+from api.store.connection import stored_time
 from api.store.job_queues import SqliteJobQueues
 from api.store.records import ActionRecord
 from api.store.tick_io import SqliteTickIO
@@ -31,7 +32,7 @@ from api.store.triggers import SqliteTriggers
 from models.errors import FailedPrecondition, SluiceError, Unavailable
 from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings, Snapshot
 
-SCHEMA_VERSION = 3  # 2 added the job queues' tables, 3 the triggers'; older upgrade in place
+SCHEMA_VERSION = 3  # 2 added the job queues' tables, 3 the triggers' and actions.deadline_at
 
 log = logging.getLogger("sluice.store")
 
@@ -67,7 +68,8 @@ CREATE TABLE IF NOT EXISTS actions (
     submitted_at TEXT NOT NULL,
     scheduled_at TEXT,
     started_at TEXT,
-    finished_at TEXT
+    finished_at TEXT,
+    deadline_at TEXT                        -- the action's deadline as a time (schema 3)
 );
 CREATE INDEX IF NOT EXISTS actions_queue_phase ON actions (queue, phase);
 CREATE INDEX IF NOT EXISTS actions_live ON actions (seq)
@@ -156,10 +158,11 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
     def _create_schema(self) -> None:
         self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA)
         with self._write() as conn:
+            self._add_deadline_column(conn)
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) in (1, 2):  # versions 2 and 3 only added tables, created above
+            elif int(row[0]) in (1, 2):  # 2 and 3 only added tables and a column, added above
                 conn.execute(
                     "UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),)
                 )
@@ -192,6 +195,28 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
             moved = super().move_actions(to, now, check, ids=ids, source=source, where=where)
             self._action_cache.forget([record.action.id for record in moved])
         return moved
+
+    @staticmethod
+    def _add_deadline_column(conn: sqlite3.Connection) -> None:
+        """Schema 3 keeps each action's deadline as a time, for expiry while it runs: an older
+        file gains the column, filled in for its live actions."""
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(actions)").fetchall()}
+        if "deadline_at" not in columns:
+            conn.execute("ALTER TABLE actions ADD COLUMN deadline_at TEXT")
+            live = conn.execute(
+                "SELECT id, body FROM actions WHERE phase IN ('queued', 'scheduled', 'running')"
+            ).fetchall()
+            conn.executemany(
+                "UPDATE actions SET deadline_at = ? WHERE id = ?",
+                [
+                    (stored_time(Action.model_validate_json(body).deadline_at()), action_id)
+                    for action_id, body in live
+                ],
+            )
+        conn.execute(
+            "CREATE INDEX IF NOT EXISTS actions_deadline ON actions (deadline_at)"
+            " WHERE deadline_at IS NOT NULL AND phase IN ('scheduled', 'running')"
+        )
 
     # -- group commit of submissions -----------------------------------------------------------
 
