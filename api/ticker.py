@@ -123,13 +123,15 @@ class TickLoop:
         return result
 
     def _before_snapshot(self) -> None:
-        """Fail scheduled and running actions whose deadline has come (their charges free up
-        for this tick), then submit the runs of triggers due by now, so this tick plans them.
+        """Fail scheduled and running actions whose deadline has come and stop reusable pools
+        idle past their idle_timeout (their charges free up for this tick), then submit the
+        runs of triggers due by now, so this tick plans them.
 
         A trigger's time more than two periods old (at least a second) passed while the
         service was down, or while ticks overran: the trigger's catch_up decides."""
         now = self.clock()
         self.store.expire_deadlines(now)
+        self.store.stop_idle_environments(now)
         self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
 
     def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from api.store.connection import SqliteFile, bump_generation, read_time, stored_time
@@ -246,16 +246,24 @@ class SqliteActions(SqliteFile):
 
     # -- environments --------------------------------------------------------------------------
 
+    _ENVIRONMENT_COLUMNS = "body, running, placement, idle_timeout_s"
+
     @staticmethod
-    def _environment_record(row: tuple[str, int, str | None]) -> EnvironmentRecord:
-        body, running, placement = row
+    def _environment_record(row: tuple[str, int, str | None, float | None]) -> EnvironmentRecord:
+        body, running, placement, idle_timeout_s = row
         data = json.loads(body)
         data["running"] = bool(running)
         data["placement"] = json.loads(placement) if placement else None
-        return EnvironmentRecord(environment=Environment.model_validate(data))
+        return EnvironmentRecord(
+            environment=Environment.model_validate(data),
+            idle_timeout=None if idle_timeout_s is None else timedelta(seconds=idle_timeout_s),
+        )
 
-    def put_environment(self, environment: Environment) -> EnvironmentRecord:
-        """Define or resize a reusable pool; a running pool keeps its size until it stops."""
+    def put_environment(
+        self, environment: Environment, idle_timeout: timedelta | None = None
+    ) -> EnvironmentRecord:
+        """Define or resize a reusable pool; a running pool keeps its size until it stops.
+        With `idle_timeout`, the service stops it after that long without a live action."""
         with self._write() as conn:
             self._fetch_queue(conn, environment.queue)
             row = conn.execute(
@@ -279,17 +287,26 @@ class SqliteActions(SqliteFile):
                         field="queue",
                     )
             conn.execute(
-                "INSERT INTO environments (name, queue, body) VALUES (?, ?, ?)"
-                " ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, body = excluded.body",
-                (environment.name, environment.queue, _environment_body(environment)),
+                "INSERT INTO environments (name, queue, body, idle_timeout_s) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, body = excluded.body,"
+                " idle_timeout_s = excluded.idle_timeout_s",
+                (
+                    environment.name,
+                    environment.queue,
+                    _environment_body(environment),
+                    None if idle_timeout is None else idle_timeout.total_seconds(),
+                ),
             )
             bump_generation(conn)
-        return EnvironmentRecord(environment=environment.model_copy(update={"running": False}))
+        return EnvironmentRecord(
+            environment=environment.model_copy(update={"running": False}),
+            idle_timeout=idle_timeout,
+        )
 
     def get_environment(self, name: str) -> EnvironmentRecord:
         with self._read() as conn:
             row = conn.execute(
-                "SELECT body, running, placement FROM environments WHERE name = ?", (name,)
+                f"SELECT {self._ENVIRONMENT_COLUMNS} FROM environments WHERE name = ?", (name,)
             ).fetchone()
         if row is None:
             raise NotFound(f"environment {name!r} does not exist", field="environment")
@@ -298,7 +315,7 @@ class SqliteActions(SqliteFile):
     def list_environments(self) -> list[EnvironmentRecord]:
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT body, running, placement FROM environments ORDER BY name"
+                f"SELECT {self._ENVIRONMENT_COLUMNS} FROM environments ORDER BY name"
             ).fetchall()
         return [self._environment_record(row) for row in rows]
 
@@ -306,7 +323,7 @@ class SqliteActions(SqliteFile):
         """The pool's containers shut down: its charges are freed."""
         with self._write() as conn:
             row = conn.execute(
-                "SELECT body, running, placement FROM environments WHERE name = ?", (name,)
+                f"SELECT {self._ENVIRONMENT_COLUMNS} FROM environments WHERE name = ?", (name,)
             ).fetchone()
             if row is None:
                 raise NotFound(f"environment {name!r} does not exist", field="environment")
@@ -324,7 +341,36 @@ class SqliteActions(SqliteFile):
                 " WHERE name = ?",
                 (name,),
             )
-        return self._environment_record((row[0], 0, None))
+        return self._environment_record((row[0], 0, None, row[3]))
+
+    def stop_idle_environments(self, now: datetime) -> list[str]:
+        """Stop every running pool whose idle_timeout has passed since its last action
+        finished, with none scheduled or running since: its charges are freed, and the next
+        action starts it cold (it must fit the caps again). Executors see it stopped."""
+        stopped = []
+        with self._write() as conn:
+            for name, idle_timeout_s in conn.execute(
+                "SELECT name, idle_timeout_s FROM environments"
+                " WHERE running = 1 AND idle_timeout_s IS NOT NULL ORDER BY name"
+            ).fetchall():
+                idle_timeout = timedelta(seconds=idle_timeout_s)
+                live, last = conn.execute(
+                    "SELECT SUM(phase IN ('scheduled', 'running')), MAX(finished_at)"
+                    " FROM actions WHERE environment = ?",
+                    (name,),
+                ).fetchone()
+                idle_since = read_time(last)
+                if live or idle_since is None or now - idle_since < idle_timeout:
+                    continue
+                conn.execute(
+                    "UPDATE environments SET running = 0, placement = NULL, cluster = NULL"
+                    " WHERE name = ?",
+                    (name,),
+                )
+                stopped.append(name)
+            if stopped:
+                bump_generation(conn)  # a tick planned on a running pool must not apply
+        return stopped
 
     # -- actions -------------------------------------------------------------------------------
 

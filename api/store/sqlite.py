@@ -32,7 +32,7 @@ from api.store.triggers import SqliteTriggers
 from models.errors import FailedPrecondition, SluiceError, Unavailable
 from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings, Snapshot
 
-SCHEMA_VERSION = 3  # 2 added the job queues' tables, 3 the triggers' and actions.deadline_at
+SCHEMA_VERSION = 3  # 2 added the job queues' tables, 3 the triggers', two columns
 
 log = logging.getLogger("sluice.store")
 
@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS environments (
     body TEXT NOT NULL,
     running INTEGER NOT NULL DEFAULT 0,
     placement TEXT,
-    cluster TEXT
+    cluster TEXT,
+    idle_timeout_s REAL                     -- schema 3: stop the pool after this long unused
 );
 CREATE TABLE IF NOT EXISTS actions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -158,7 +159,7 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
     def _create_schema(self) -> None:
         self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA)
         with self._write() as conn:
-            self._add_deadline_column(conn)
+            self._add_schema_3_columns(conn)
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
@@ -197,9 +198,13 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
         return moved
 
     @staticmethod
-    def _add_deadline_column(conn: sqlite3.Connection) -> None:
-        """Schema 3 keeps each action's deadline as a time, for expiry while it runs: an older
-        file gains the column, filled in for its live actions."""
+    def _add_schema_3_columns(conn: sqlite3.Connection) -> None:
+        """Schema 3 keeps each action's deadline as a time, for expiry while it runs, and each
+        environment's idle timeout: an older file gains the columns, the deadlines filled in
+        for its live actions."""
+        pools = {row[1] for row in conn.execute("PRAGMA table_info(environments)").fetchall()}
+        if "idle_timeout_s" not in pools:
+            conn.execute("ALTER TABLE environments ADD COLUMN idle_timeout_s REAL")
         columns = {row[1] for row in conn.execute("PRAGMA table_info(actions)").fetchall()}
         if "deadline_at" not in columns:
             conn.execute("ALTER TABLE actions ADD COLUMN deadline_at TEXT")

@@ -86,8 +86,8 @@ def test_the_demo_executor_honours_a_deadline(svc: Service) -> None:
 
 
 def test_an_older_file_gains_the_deadline_column(tmp_path: Path) -> None:
-    """Store schema 3 keeps each action's deadline as a time; an older file gains the column,
-    filled in for its live actions."""
+    """Store schema 3 keeps each action's deadline as a time and each environment's idle
+    timeout; an older file gains the columns, the deadlines filled in for its live actions."""
     path = tmp_path / "old.db"
     store = SqliteStore(path)
     submitted = datetime(2026, 1, 1, tzinfo=UTC)
@@ -98,8 +98,11 @@ def test_an_older_file_gains_the_deadline_column(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("DROP INDEX actions_deadline")
         conn.execute("ALTER TABLE actions DROP COLUMN deadline_at")
+        conn.execute("ALTER TABLE environments DROP COLUMN idle_timeout_s")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
     SqliteStore(path).close()
     with sqlite3.connect(path) as conn:
         (deadline,) = conn.execute("SELECT deadline_at FROM actions").fetchone()
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(environments)")}
+    assert "idle_timeout_s" in columns  # part 4's idle timeouts
     assert datetime.fromisoformat(deadline) == submitted + timedelta(hours=1)
