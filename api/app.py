@@ -26,6 +26,7 @@ from api.routes import (
     jobs,
     ops,
     queues,
+    triggers,
     watch,
 )
 from api.routes import settings as org_settings
@@ -112,7 +113,9 @@ def create_app(
     )
     install_error_handlers(app)
     document_errors(app, OPEN_PATHS)
-    routers = (queues, actions, clusters, org_settings, environments, watch, ops, explanations)
+    routers = (
+        queues, actions, clusters, org_settings, environments, watch, ops, explanations, triggers
+    )
     for module in routers:
         app.include_router(module.router)
     for router in (*job_queues.routers, jobs.router):  # quota-managed job queues

@@ -374,6 +374,15 @@ class Queue:
     def delete(name: str, *, client: SluiceClient | None = None) -> None:
         _client(client).request("DELETE", _path("/queues", name))
 
+    @staticmethod
+    def move(
+        name: str, *, to: str, where: str | None = None, client: SluiceClient | None = None
+    ) -> builtins.list[str]:
+        """Move the waiting actions of `name` (those `where` keeps, e.g. "gpu>=8") to queue
+        `to`, all or none, in arrival order; returns the ids moved."""
+        body = _drop_unset(to=to, where=where)
+        return _client(client).request("POST", _path("/queues", name, "move"), body=body)["ids"]
+
 
 def _every(poll_s: float) -> Iterator[None]:
     while True:
@@ -562,6 +571,12 @@ class Action(_Tracked):
         return _client(client).request("POST", "/actions", body=body)
 
     @staticmethod
+    def move(ids: list[str], *, to: str, client: SluiceClient | None = None) -> list[str]:
+        """Move waiting actions to queue `to`, all or none, keeping their arrival order."""
+        body = {"ids": ids, "to": to}
+        return _client(client).request("POST", "/actions/move", body=body)["ids"]
+
+    @staticmethod
     def submit_batch(specs: list[JSON], *, client: SluiceClient | None = None) -> list[str]:
         """Queue many actions (bodies from `Action.spec`), all or none; returns their ids."""
         reply = _client(client).request("POST", "/actions/batch", body={"actions": specs})
@@ -618,6 +633,106 @@ class Action(_Tracked):
         return _client(client).page("/actions", params)
 
 
+class Cron:
+    """A cron schedule, as in the seed: `Cron("0 2 * * *")`, optionally in a time zone."""
+
+    def __init__(self, expression: str, timezone: str | None = None) -> None:
+        self.expression = expression
+        self.timezone = timezone
+
+    def body(self) -> JSON:
+        return _drop_unset(cron=self.expression, timezone=self.timezone)
+
+
+class FixedRate:
+    """A fixed rate: `FixedRate("10m")` (or seconds), counted from the trigger's creation."""
+
+    def __init__(self, every: str | float) -> None:
+        self.every = every
+
+    def body(self) -> JSON:
+        return {"every": self.every}
+
+
+class Trigger:
+    """Scheduled runs sent to a queue, shaped like the seed:
+
+        Trigger("nightly", Cron("0 2 * * *"), queue="batch", resources={"cpu": "4"}).create()
+
+    Each firing submits the trigger's actions as one new run: `actions` (bodies shaped like
+    `Action.spec`, without id, run or queue), or one action from `Action.spec`'s keywords.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        schedule: Cron | FixedRate,
+        *,
+        queue: str | None = None,
+        actions: builtins.list[JSON] | None = None,
+        catch_up: str | None = None,
+        paused: bool | None = None,
+        **spec: Any,
+    ) -> None:
+        self.name = name
+        self.schedule = schedule
+        self.queue = queue
+        self.actions = actions if actions is not None else [Action.spec(**spec)]
+        self.catch_up = catch_up
+        self.paused = paused
+
+    def create(self, *, client: SluiceClient | None = None) -> JSON:
+        """Store the trigger; returns it with its next scheduled time."""
+        body = _drop_unset(
+            name=self.name,
+            queue=self.queue,
+            actions=self.actions,
+            catch_up=self.catch_up,
+            paused=self.paused,
+        )
+        return _client(client).request("POST", "/triggers", body=body | self.schedule.body())
+
+    @staticmethod
+    def get(name: str, *, client: SluiceClient | None = None) -> JSON:
+        """Its schedule, state, next time and history of firings (newest first)."""
+        return _client(client).request("GET", f"/triggers/{name}")
+
+    @staticmethod
+    def list(*, client: SluiceClient | None = None) -> builtins.list[JSON]:
+        return _client(client).request("GET", "/triggers")
+
+    @staticmethod
+    def update(
+        name: str,
+        *,
+        schedule: Cron | FixedRate | None = None,
+        timezone: str | None = None,
+        queue: str | None = None,
+        actions: builtins.list[JSON] | None = None,
+        catch_up: str | None = None,
+        client: SluiceClient | None = None,
+    ) -> JSON:
+        """Change some fields; a new schedule plans the next time again from now. A
+        `timezone` alone moves the cron expression to that zone."""
+        changes = _drop_unset(timezone=timezone, queue=queue, actions=actions, catch_up=catch_up)
+        if schedule is not None:
+            changes |= schedule.body()
+        return _client(client).request("PATCH", f"/triggers/{name}", body=changes)
+
+    @staticmethod
+    def pause(name: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("POST", f"/triggers/{name}/pause")
+
+    @staticmethod
+    def resume(name: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("POST", f"/triggers/{name}/resume")
+
+    @staticmethod
+    def delete(name: str, *, client: SluiceClient | None = None) -> None:
+        """The trigger and its history go; the runs it submitted stay."""
+        _client(client).request("DELETE", f"/triggers/{name}")
+
+
 class FleetConfig:
     """The fleet's configuration: queues put whole, clusters, organization settings and
     reusable environments."""
@@ -665,7 +780,16 @@ class FleetConfig:
 # -- quota-managed job queues ------------------------------------------------------------------
 
 
-class SchedulingPolicy(_Resource):
+class _Deletable(_Resource):
+    """A kind of configuration the server refuses to delete while something uses it."""
+
+    @classmethod
+    def delete(cls, name: str, *, client: SluiceClient | None = None) -> None:
+        """Raises FailedPrecondition while a job queue uses it."""
+        _client(client).request("DELETE", f"{cls._path}/{name}")
+
+
+class SchedulingPolicy(_Deletable):
     """Scheduling policies; a job queue with quota shares needs one with a quota share policy."""
 
     _path = "/scheduling-policies"
@@ -681,7 +805,7 @@ class SchedulingPolicy(_Resource):
         )
 
 
-class ServiceEnvironment(_Resource):
+class ServiceEnvironment(_Deletable):
     """Service environments: the most instances of each type a job queue may use."""
 
     _path = "/service-environments"
@@ -828,6 +952,11 @@ class JobQueue:
     @staticmethod
     def list(*, client: SluiceClient | None = None) -> list[JSON]:
         return _client(client).request("GET", "/job-queues")
+
+    @staticmethod
+    def delete(name: str, *, client: SluiceClient | None = None) -> None:
+        """Raises FailedPrecondition while the queue holds live jobs."""
+        _client(client).request("DELETE", f"/job-queues/{name}")
 
     @staticmethod
     def put(queue: JSON, *, client: SluiceClient | None = None) -> str:

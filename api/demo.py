@@ -26,13 +26,35 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.store.records import JobPhase, Listing, Phase, ReportedOutcome, Store
-from fixtures.service_fleets import DEMO_CLUSTERS, DEMO_QUEUES
-from models.errors import AlreadyExists, FailedPrecondition, InvalidInput, SluiceError
+from fixtures.service_fleets import DEMO_CLUSTERS, DEMO_GPU_POOL, DEMO_QUEUES
+from models.errors import (
+    AlreadyExists,
+    ErrorCode,
+    FailedPrecondition,
+    InvalidInput,
+    SluiceError,
+)
 from models.quota import Job, SchedulingPolicy, ServiceEnvironment
 from models.quota import JobQueue as QuotaJobQueue
-from models.snapshot import Action, Environment
+from models.snapshot import Action, Environment, Queue
+from models.triggers import Trigger
 
 log = logging.getLogger("sluice.demo")
+_DEMO_CHILD = {"resources": {"cpu": "4", "memory": "16Gi"}}
+
+# The seed's non-overlap: "give the trigger a serialized queue (run_concurrency 1) and you
+# get self-non-overlapping scheduled jobs for free." Runs fire every 10 s and take 5 to 20 s
+# (the executor's default), so now and then a run waits for the one before it.
+DEMO_SERIAL_QUEUE = Queue(name="nightly-runs", pool=DEMO_GPU_POOL, run_concurrency=1)
+DEMO_TRIGGER = Trigger.model_validate(
+    {
+        "name": "nightly",
+        "schedule": {"every": "10s"},
+        "queue": DEMO_SERIAL_QUEUE.name,
+        # "Inside each run, children still fan out freely": three actions per run.
+        "actions": [{"containers": [_DEMO_CHILD]}] * 3,
+    }
+)
 
 DEMO_ENVIRONMENTS = [
     Environment.model_validate(
@@ -130,9 +152,11 @@ def load_demo_fleet(store: Store) -> None:
     for cluster in DEMO_CLUSTERS:
         if cluster.name not in existing:
             store.put_cluster(cluster)
-    for queue in DEMO_QUEUES:
+    for queue in (*DEMO_QUEUES, DEMO_SERIAL_QUEUE):
         with contextlib.suppress(AlreadyExists):
             store.create_queue(queue)
+    if DEMO_TRIGGER.name not in {record.trigger.name for record in store.list_triggers()}:
+        store.create_trigger(DEMO_TRIGGER, datetime.now(UTC))
     known = {record.environment.name for record in store.list_environments()}
     for environment in DEMO_ENVIRONMENTS:
         if environment.name not in known:
@@ -167,6 +191,7 @@ class DemoExecutor:
         self._next_arrival: dict[str, float] = {}  # by share: the earliest next project-b/c job
         self._job_serial = 0
         self.preempted_seen = 0  # jobs the executor saw preempted (and so never reported done)
+        self.deadlines_stopped = 0  # actions it stopped because their deadline came
 
     async def run_forever(self) -> None:
         while True:
@@ -184,9 +209,11 @@ class DemoExecutor:
             self.store.report(record.action.id, ReportedOutcome.STARTED, now)
             low, high = self._run_times.pop(record.action.id, (5.0, 20.0))
             self._finish_at[record.action.id] = clock + self._random.uniform(low, high)
-        for record in self.store.list_actions(
+        running = self.store.list_actions(
             phase=Phase.RUNNING, listing=Listing(limit=5000)
-        ).items:
+        ).items
+        self._stop_past_deadline({record.action.id for record in running}, now)
+        for record in running:
             action_id = record.action.id
             # Actions running before a restart get a run time when first seen.
             due = self._finish_at.setdefault(action_id, clock + self._random.uniform(5, 20))
@@ -205,6 +232,15 @@ class DemoExecutor:
         self._submit_more(now)
         self._run_jobs(clock, now)
         self._submit_jobs(clock, now)
+
+    def _stop_past_deadline(self, running: set[str], now: datetime) -> None:
+        """Stop what is no longer running: an action the service failed at its deadline is
+        acknowledged with a report `failed`; one cancelled is just forgotten."""
+        for action_id in [one for one in self._finish_at if one not in running]:
+            del self._finish_at[action_id]
+            if self.store.get_action(action_id).code is ErrorCode.DEADLINE_EXCEEDED:
+                self.store.report(action_id, ReportedOutcome.FAILED, now)
+                self.deadlines_stopped += 1
 
     def _run_jobs(self, clock: float, now: datetime) -> None:
         """Start the jobs the tick scheduled and finish running ones when their time is up.

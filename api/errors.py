@@ -107,8 +107,18 @@ def _may_be_invalid(parameter: dict[str, Any]) -> bool:
     return parameter.get("schema", {}).get("type") != "string"
 
 
+RETRY_AFTER_S = 1
+"""What a 429 tells a caller to wait: room in a queue frees when a tick runs or an executor
+reports, and a second is about one tick at the default period; a stream slot frees when a
+watcher leaves. A caller that honours it backs off instead of retrying in a tight loop."""
+
+
 def error_response(error: SluiceError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if error.code is ErrorCode.UNAUTHENTICATED else None
+    headers = None
+    if error.code is ErrorCode.UNAUTHENTICATED:
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif error.code is ErrorCode.RESOURCE_EXHAUSTED:
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
     return JSONResponse(error.to_dict(), status_code=HTTP_STATUS[error.code], headers=headers)
 
 

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from api.store.records import AppliedTick, SnapshotOvertaken, Store
 from models.result import TickResult, WaitingAction
@@ -65,6 +65,7 @@ class TickLoop:
         self._ticked = asyncio.Condition()
         self._stopping = asyncio.Event()
         self._one_at_a_time = asyncio.Lock()  # ticks never overlap, whoever starts them
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # triggers, deadlines
 
     def stop(self) -> None:
         """End `run_forever` after the tick in progress (if any) has been written back."""
@@ -145,7 +146,20 @@ class TickLoop:
         )
         return result
 
+    def _before_snapshot(self) -> None:
+        """Fail scheduled and running actions whose deadline has come and stop reusable pools
+        idle past their idle_timeout (their charges free up for this tick), then submit the
+        runs of triggers due by now, so this tick plans them.
+
+        A trigger's time more than two periods old (at least a second) passed while the
+        service was down, or while ticks overran: the trigger's catch_up decides."""
+        now = self.clock()
+        self.store.expire_deadlines(now)
+        self.store.stop_idle_environments(now)
+        self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
+
     def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float], int]:
+        self._before_snapshot()
         clock = time.perf_counter()
         planned = self.store.read_tick_input(datetime.now(UTC))
         read_s = time.perf_counter() - clock

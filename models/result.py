@@ -75,6 +75,10 @@ class WaitingAction(BaseModel):
     reason: WaitReason
     resource: str | None = None  # the capped resource, for queue_cap
     message: str
+    # Where it stands after the tick, among the actions still waiting (1 is the head).
+    queue_position: int | None = None  # in its queue's line
+    global_position: int | None = None  # in the global order (priority, then arrival)
+    ahead_competing: int | None = None  # waiting ahead of it in its queue or for its pools
 
 
 class QueueMetrics(BaseModel):

@@ -36,6 +36,11 @@ class SluiceGroup(click.Group):
             ctx.exit(1)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:
+            # The reader went away (`sluice get queue --watch | head`): it has what it
+            # wanted, so stop quietly. Output still buffered must not fail again at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(0)
         except Exception as error:  # the promise is: no traceback reaches a user
             if os.environ.get("SLUICE_DEBUG"):
                 raise

@@ -14,6 +14,7 @@ api.cli.main hangs these on its verb groups (`create job-queue`, `get job`, ...)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -375,6 +376,30 @@ def get_job_queue(remote: Remote, name: str | None, output: str) -> None:
         emit(JobQueue.details(name, client=client), output, job_queue_detail)
     else:
         emit(JobQueue.list(client=client), output, job_queue_table)
+
+
+def _delete_command(noun: str, delete: Callable[..., None], in_use: str) -> click.Command:
+    """`sluice delete NOUN NAME`: one command per kind of quota configuration."""
+
+    @click.command(noun, help=f"Delete {noun} NAME; refused while {in_use}.")
+    @click.argument("name")
+    @pass_remote
+    def command(remote: Remote, name: str) -> None:
+        delete(name, client=remote.client)
+        click.echo(f"{noun} {name} deleted")
+
+    return command
+
+
+delete_job_queue = _delete_command(
+    "job-queue", JobQueue.delete, "it holds live jobs (disable it and let them finish)"
+)
+delete_scheduling_policy = _delete_command(
+    "scheduling-policy", SchedulingPolicy.delete, "a job queue uses it"
+)
+delete_service_environment = _delete_command(
+    "service-environment", ServiceEnvironment.delete, "a job queue runs on it"
+)
 
 
 @click.command("submit-job")

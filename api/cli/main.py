@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 
 import click
 
-from api.cli import job_queues, queues
+from api.cli import job_queues, queues, triggers
 from api.cli.context import Remote, SluiceGroup
 from api.cli.explain import explain_command
 from api.cli.service import serve, solve_scenario
@@ -72,6 +72,21 @@ def cancel() -> None:
     """Cancel work."""
 
 
+@main.group()
+def move() -> None:
+    """Move waiting work to another queue."""
+
+
+@main.group()
+def pause() -> None:
+    """Pause a trigger."""
+
+
+@main.group()
+def resume() -> None:
+    """Resume a paused trigger."""
+
+
 def _add_commands() -> None:
     """Every command of this package on its group, then those of installed packages."""
     places: tuple[tuple[click.Group, tuple[click.Command, ...]], ...] = (
@@ -95,9 +110,18 @@ def _add_commands() -> None:
                 job_queues.create_job_queue,
                 job_queues.create_scheduling_policy,
                 job_queues.create_service_environment,
+                triggers.create_trigger,
             ),
         ),
-        (update, (queues.update_queue, job_queues.update_job_queue)),
+        (
+            update,
+            (
+                queues.update_queue,
+                job_queues.update_job_queue,
+                queues.update_settings,
+                triggers.update_trigger,
+            ),
+        ),
         (
             get,
             (
@@ -109,11 +133,25 @@ def _add_commands() -> None:
                 job_queues.get_job_queue,
                 job_queues.get_job,
                 job_queues.get_jobs,
+                triggers.get_trigger,
+                triggers.get_triggers,
             ),
         ),
         (drain, (queues.drain_queue,)),
-        (delete, (queues.delete_queue,)),
+        (
+            delete,
+            (
+                queues.delete_queue,
+                job_queues.delete_job_queue,
+                job_queues.delete_scheduling_policy,
+                job_queues.delete_service_environment,
+                triggers.delete_trigger,
+            ),
+        ),
         (cancel, (queues.cancel_action, job_queues.cancel_job)),
+        (move, (queues.move_action, queues.move_queue)),
+        (pause, (triggers.pause_trigger,)),
+        (resume, (triggers.resume_trigger,)),
     )
     for group, commands in places:
         for command in commands:

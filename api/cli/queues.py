@@ -224,29 +224,93 @@ def delete_queue(remote: Remote, name: str) -> None:
     click.echo(f"queue {name} deleted")
 
 
+@click.command("queue")
+@click.argument("name")
+@click.option("--to", "to", required=True, help="The destination queue.")
+@click.option("--where", help="Only actions whose requests match: gpu>=8, memory>64Gi,cpu<=4.")
+@pass_remote
+def move_queue(remote: Remote, name: str, to: str, where: str | None) -> None:
+    """Move NAME's waiting actions to queue --to, all or none, keeping their arrival order.
+
+    \b
+    sluice move queue research --to research-large --where "gpu>=8"
+    """
+    ids = Queue.move(name, to=to, where=where, client=remote.client)
+    click.echo(f"{len(ids)} action{'s' if len(ids) != 1 else ''} moved to queue {to}")
+    for one in ids:
+        click.echo(one)
+
+
 # -- actions ---------------------------------------------------------------------------------
+
+
+def action_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """What one submitted action holds, shared by `submit` and `create trigger`."""
+    options = [
+        click.option(
+            "--resources",
+            multiple=True,
+            metavar="NAME=QUANTITY",
+            help="A request: cpu=2, memory=8Gi.",
+        ),
+        click.option("--gpu", help="Accelerators: H100:4 or T4 (typed), 2 (untyped NVIDIA GPUs)."),
+        click.option("--node-selector", multiple=True, metavar="LABEL=VALUE", help="Node labels."),
+        click.option("--environment", help="Run in this reusable environment (no containers)."),
+        click.option("--max-queued-time", help="Fail if not scheduled within this time (30m, 1h)."),
+        click.option(
+            "--count",
+            type=click.IntRange(min=1),
+            default=1,
+            help="Submit N copies at once (ids ID-1 ... ID-N with --id, else made by the server).",
+        ),
+        click.option(
+            "-f",
+            "--file",
+            "path",
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="YAML/JSON list of actions (the API's submit bodies), submitted all or none.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def action_specs(
+    path: Path | None,
+    count: int,
+    resources: tuple[str, ...],
+    gpu: str | None,
+    node_selector: tuple[str, ...],
+    environment: str | None,
+    max_queued_time: str | None,
+    **fields: Any,
+) -> list[dict[str, Any]]:
+    """The submission bodies the options describe: a file's list, or `count` copies of one
+    action (`fields` adds the command's own: queue, run, deadline)."""
+    if path is not None:
+        data = read_yaml(path)
+        specs = data.get("actions") if isinstance(data, dict) else data
+        if not isinstance(specs, list):
+            raise InvalidInput(f"{path}: expected a list of actions (or a mapping with actions)")
+        return specs
+    spec = Action.spec(
+        resources=_pairs(resources, "--resources"),
+        gpu=gpu,
+        node_selector=_pairs(node_selector, "--node-selector") or None,
+        environment=environment,
+        max_queued_time=max_queued_time,
+        **fields,
+    )
+    return [spec] * count
 
 
 @click.command()
 @click.option("--queue", help="Target queue [default: the default queue].")
 @click.option("--id", "action_id", help="The action's id [default: made by the server].")
 @click.option("--run", help="The run it belongs to [default: its own id].")
-@click.option(
-    "--resources", multiple=True, metavar="NAME=QUANTITY", help="A request: cpu=2, memory=8Gi."
-)
-@click.option("--gpu", help="Accelerators: H100:4 or T4 (typed), 2 (untyped NVIDIA GPUs).")
-@click.option("--node-selector", multiple=True, metavar="LABEL=VALUE", help="Node labels.")
-@click.option("--environment", help="Run in this reusable environment (no containers).")
-@click.option("--max-queued-time", help="Fail if not scheduled within this time (30m, 1h).")
 @click.option("--deadline", help="Fail if not done by this time or after this duration.")
-@click.option("--count", type=click.IntRange(min=1), default=1, help="Submit N copies at once.")
-@click.option(
-    "-f",
-    "--file",
-    "path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="YAML/JSON list of actions (the API's submit bodies), submitted all or none.",
-)
+@action_options
 @click.option("--wait", is_flag=True, help="Wait until scheduled; a failure is the exit status.")
 @pass_remote
 def submit(
@@ -254,15 +318,9 @@ def submit(
     queue: str | None,
     action_id: str | None,
     run: str | None,
-    resources: tuple[str, ...],
-    gpu: str | None,
-    node_selector: tuple[str, ...],
-    environment: str | None,
-    max_queued_time: str | None,
     deadline: str | None,
-    count: int,
-    path: Path | None,
     wait: bool,
+    **options: Any,
 ) -> None:
     """Queue actions; prints their ids, one per line.
 
@@ -272,24 +330,12 @@ def submit(
     sluice submit -f actions.yaml
     """
     client = remote.client
-    if path is not None:
-        data = read_yaml(path)
-        specs = data.get("actions") if isinstance(data, dict) else data
-        if not isinstance(specs, list):
-            raise InvalidInput(f"{path}: expected a list of actions (or a mapping with actions)")
-    else:
-        spec = Action.spec(
-            queue=queue,
-            resources=_pairs(resources, "--resources"),
-            gpu=gpu,
-            node_selector=_pairs(node_selector, "--node-selector") or None,
-            environment=environment,
-            run=run,
-            max_queued_time=max_queued_time,
-            deadline=deadline,
-        )
-        ids = [action_id] if count == 1 else [f"{action_id}-{i}" for i in range(1, count + 1)]
-        specs = [spec | ({"id": one} if one else {}) for one in ids]
+    specs = action_specs(queue=queue, run=run, deadline=deadline, **options)
+    if options["path"] is None and action_id is not None:  # else the server makes each id
+        if len(specs) == 1:
+            specs = [specs[0] | {"id": action_id}]
+        else:
+            specs = [spec | {"id": f"{action_id}-{i}"} for i, spec in enumerate(specs, 1)]
     ids = Action.submit_batch(specs, client=client)
     for one in ids:
         click.echo(one)
@@ -374,6 +420,16 @@ def get_actions(
 
 
 @click.command("action")
+@click.argument("action_ids", nargs=-1, required=True)
+@click.option("--to", "to", required=True, help="The destination queue.")
+@pass_remote
+def move_action(remote: Remote, action_ids: tuple[str, ...], to: str) -> None:
+    """Move waiting actions to queue --to, all or none, keeping their arrival order."""
+    ids = Action.move(list(action_ids), to=to, client=remote.client)
+    click.echo(f"{len(ids)} action{'s' if len(ids) != 1 else ''} moved to queue {to}")
+
+
+@click.command("action")
 @click.argument("action_id")
 @pass_remote
 def cancel_action(remote: Remote, action_id: str) -> None:
@@ -434,6 +490,26 @@ def get_cluster(remote: Remote, name: str | None) -> None:
         else FleetConfig.clusters(client=client)
     )
     click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
+
+
+@click.command("settings")
+@click.option("--default-gpu-type", help="The device an untyped GPU request means (T4, H100).")
+@click.option("--clear-default-gpu-type", is_flag=True, help="Untyped requests name no device.")
+@pass_remote
+def update_settings(
+    remote: Remote, default_gpu_type: str | None, clear_default_gpu_type: bool
+) -> None:
+    """Change the organization settings; the next tick uses them.
+
+    \b
+    sluice update settings --default-gpu-type T4
+    """
+    if (default_gpu_type is None) == (not clear_default_gpu_type):
+        raise InvalidInput("give one of --default-gpu-type or --clear-default-gpu-type")
+    client = remote.client
+    settings = FleetConfig.settings(client=client) | {"default_gpu_type": default_gpu_type}
+    put = FleetConfig.put_settings(settings, client=client)
+    click.echo(yaml.safe_dump(put, sort_keys=False).rstrip())
 
 
 @click.command("settings")

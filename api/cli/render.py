@@ -220,6 +220,13 @@ def action_detail(action: dict[str, Any]) -> str:
         lines.append(f"  placed on cluster {placement['cluster']}: {spots}")
     if action["waiting_reason"]:
         lines.append(f"  waiting: {action['waiting_reason']}: {action['waiting_message']}")
+    if action.get("queue_position") is not None:
+        ahead = action["ahead_competing"]
+        lines.append(
+            f"  in line: {action['queue_position']} in queue {action['queue']},"
+            f" {action['global_position']} in the global order;"
+            f" {ahead} ahead could take the capacity it needs"
+        )
     if action["code"] or action["message"]:
         lines.append(f"  {action['code'] or 'FAILED'}: {action['message']}")
     return "\n".join(lines)

@@ -16,10 +16,19 @@ from api.deps import (
     paged,
 )
 from api.errors import error_responses
-from api.schemas.actions import ActionBatch, ActionPublic, ActionSubmit, BatchAccepted
+from api.moves import refuse_infeasible
+from api.schemas.actions import (
+    ActionBatch,
+    ActionPublic,
+    ActionsMove,
+    ActionSubmit,
+    BatchAccepted,
+    Moved,
+)
 from api.schemas.common import ExecutorReport
 from api.store.records import ActionRecord, Phase
 from api.views import action_view
+from models.snapshot import Snapshot
 
 router = APIRouter(prefix="/actions", tags=["actions"])
 
@@ -55,6 +64,24 @@ def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> Batch
     ]
     store.submit(actions)
     return BatchAccepted(ids=[action.id for action in actions])
+
+
+@router.post("/move", responses=error_responses(403, 404, 409, 429))
+def move_actions(body: ActionsMove, store: StoreDep, who: PrincipalDep) -> Moved:
+    """Move waiting actions to another queue, all or none, keeping their arrival order.
+
+    Refused (FAILED_PRECONDITION) if one is not waiting, runs in a reusable environment, or
+    could never run on the destination (its caps or clusters); rights on every source
+    queue and on the destination are needed."""
+    who.require_queue(body.to, "move actions to")
+
+    def check(sources: set[str], destination: Snapshot) -> None:
+        for source in sorted(sources):
+            who.require_queue(source, "move actions from")
+        refuse_infeasible(destination)
+
+    moved = store.move_actions(body.to, datetime.now(UTC), check, ids=body.ids)
+    return Moved(to=body.to, ids=[record.action.id for record in moved])
 
 
 @router.get("", responses=NEXT_PAGE_RESPONSE)

@@ -56,6 +56,15 @@ def get_scheduling_policy(name: str, store: StoreDep, _: PrincipalDep) -> Schedu
     return store.get_scheduling_policy(name)
 
 
+@policies.delete(
+    "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404, 409)
+)
+def delete_scheduling_policy(name: str, store: StoreDep, who: PrincipalDep) -> None:
+    """Refused (FAILED_PRECONDITION) while a job queue uses it."""
+    who.require_admin("delete scheduling policies")
+    store.delete_scheduling_policy(name)
+
+
 @environments.put("/{name}", responses={**error_responses(403), **CREATED_RESPONSE})
 def put_service_environment(
     name: str, body: ServiceEnvironmentIn, store: StoreDep, who: PrincipalDep, response: Response
@@ -79,6 +88,15 @@ def list_service_environments(store: StoreDep, _: PrincipalDep) -> list[ServiceE
 @environments.get("/{name}", responses=error_responses(404))
 def get_service_environment(name: str, store: StoreDep, _: PrincipalDep) -> ServiceEnvironment:
     return store.get_service_environment(name)
+
+
+@environments.delete(
+    "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404, 409)
+)
+def delete_service_environment(name: str, store: StoreDep, who: PrincipalDep) -> None:
+    """Refused (FAILED_PRECONDITION) while a job queue runs on it."""
+    who.require_admin("delete service environments")
+    store.delete_service_environment(name)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409))
@@ -111,6 +129,15 @@ def update_job_queue(
     who.require_admin("change job queues")
     store.update_job_queue(name, body.apply)
     return job_queue_view(store, ticker, name)
+
+
+@router.delete(
+    "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404, 409)
+)
+def delete_job_queue(name: str, store: StoreDep, who: PrincipalDep) -> None:
+    """Refused (FAILED_PRECONDITION) while it holds live jobs; its finished jobs stay."""
+    who.require_admin("delete job queues")
+    store.delete_job_queue(name)
 
 
 @router.put(

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
 from api.deps import PrincipalDep, StoreDep, TickerDep, created
 from api.errors import error_responses
+from api.moves import parse_filter, refuse_infeasible
 from api.routes.explanations import with_head_explanation
+from api.schemas.actions import Moved, QueueMove
 from api.schemas.queues import QueueCreate, QueuePublic, QueueUpdate
 from api.views import queue_view, queue_views
+from models.snapshot import Snapshot
 
 router = APIRouter(prefix="/queues", tags=["queues"])
 
@@ -64,6 +68,21 @@ def undrain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalD
     who.require_admin("undrain queues")
     store.set_draining(name, False)
     return queue_view(store, ticker, name)
+
+
+@router.post("/{name}/move", responses=error_responses(403, 404, 409, 429))
+def move_queue(name: str, body: QueueMove, store: StoreDep, who: PrincipalDep) -> Moved:
+    """Move the queue's waiting actions (those `where` keeps) to queue `to`, all or none,
+    keeping their arrival order; rights on both queues are needed."""
+    who.require_queue(name, "move actions from")
+    who.require_queue(body.to, "move actions to")
+    where = parse_filter(body.where) if body.where is not None else None
+
+    def check(_: set[str], destination: Snapshot) -> None:
+        refuse_infeasible(destination)
+
+    moved = store.move_actions(body.to, datetime.now(UTC), check, source=name, where=where)
+    return Moved(to=body.to, ids=[record.action.id for record in moved])
 
 
 @router.delete(

@@ -55,6 +55,30 @@ class BatchAccepted(BaseModel):
     ids: list[str]
 
 
+class ActionsMove(Body):
+    """Waiting actions to move to queue `to`, all or none; they keep their arrival order."""
+
+    ids: list[str] = Field(min_length=1, max_length=10_000)
+    to: str
+
+
+class QueueMove(Body):
+    """Move the waiting actions of a queue (those `where` keeps) to queue `to`."""
+
+    to: str
+    where: str | None = Field(
+        default=None,
+        max_length=200,
+        description="clauses on the requests, all of which must hold",
+        examples=["gpu>=8", "memory>64Gi,cpu<=16"],
+    )
+
+
+class Moved(BaseModel):
+    to: str
+    ids: list[str] = Field(description="the actions moved, in arrival order")
+
+
 class ActionPublic(BaseModel):
     id: str
     run: str
@@ -76,6 +100,17 @@ class ActionPublic(BaseModel):
     )
     waiting_resource: str | None
     waiting_message: str | None
+    queue_position: int | None = Field(
+        description="for a queued action, as of the last tick: its place in its queue's line"
+        " (1 is the head)"
+    )
+    global_position: int | None = Field(
+        description="its place among every waiting action in the global order"
+    )
+    ahead_competing: int | None = Field(
+        description="actions waiting ahead of it that could take the capacity it needs: in"
+        " its queue, or able to land in one of its node pools"
+    )
 
     @classmethod
     def of(cls, record: ActionRecord, waiting: WaitingAction | None) -> ActionPublic:
@@ -100,4 +135,7 @@ class ActionPublic(BaseModel):
             waiting_reason=waiting.reason if waiting else None,
             waiting_resource=waiting.resource if waiting else None,
             waiting_message=waiting.message if waiting else None,
+            queue_position=waiting.queue_position if waiting else None,
+            global_position=waiting.global_position if waiting else None,
+            ahead_competing=waiting.ahead_competing if waiting else None,
         )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from api.store.connection import (
@@ -40,7 +41,16 @@ from models.errors import (
     QueueDraining,
     ResourceExhausted,
 )
-from models.snapshot import DEFAULT_QUEUE, Action, Cluster, Environment, Placement, Queue, Settings
+from models.snapshot import (
+    DEFAULT_QUEUE,
+    Action,
+    Cluster,
+    Environment,
+    Placement,
+    Queue,
+    Settings,
+    Snapshot,
+)
 
 LIVE_SQL = "('queued', 'scheduled', 'running')"  # records.LIVE_PHASES, as SQL
 UNSPECIFIED_CODE = "UNSPECIFIED"  # the failure code of an executor's report that gave none
@@ -277,16 +287,24 @@ class SqliteActions(SqliteFile):
 
     # -- environments --------------------------------------------------------------------------
 
+    _ENVIRONMENT_COLUMNS = "body, running, placement, idle_timeout_s"
+
     @staticmethod
-    def _environment_record(row: tuple[str, int, str | None]) -> EnvironmentRecord:
-        body, running, placement = row
+    def _environment_record(row: tuple[str, int, str | None, float | None]) -> EnvironmentRecord:
+        body, running, placement, idle_timeout_s = row
         data = json.loads(body)
         data["running"] = bool(running)
         data["placement"] = json.loads(placement) if placement else None
-        return EnvironmentRecord(environment=Environment.model_validate(data))
+        return EnvironmentRecord(
+            environment=Environment.model_validate(data),
+            idle_timeout=None if idle_timeout_s is None else timedelta(seconds=idle_timeout_s),
+        )
 
-    def put_environment(self, environment: Environment) -> EnvironmentRecord:
-        """Define or resize a reusable pool; a running pool keeps its size until it stops."""
+    def put_environment(
+        self, environment: Environment, idle_timeout: timedelta | None = None
+    ) -> EnvironmentRecord:
+        """Define or resize a reusable pool; a running pool keeps its size until it stops.
+        With `idle_timeout`, the service stops it after that long without a live action."""
         with self._write() as conn:
             self._fetch_queue(conn, environment.queue)
             row = conn.execute(
@@ -310,17 +328,26 @@ class SqliteActions(SqliteFile):
                         field="queue",
                     )
             conn.execute(
-                "INSERT INTO environments (name, queue, body) VALUES (?, ?, ?)"
-                " ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, body = excluded.body",
-                (environment.name, environment.queue, _environment_body(environment)),
+                "INSERT INTO environments (name, queue, body, idle_timeout_s) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, body = excluded.body,"
+                " idle_timeout_s = excluded.idle_timeout_s",
+                (
+                    environment.name,
+                    environment.queue,
+                    _environment_body(environment),
+                    None if idle_timeout is None else idle_timeout.total_seconds(),
+                ),
             )
             bump_generation(conn)
-        return EnvironmentRecord(environment=environment.model_copy(update={"running": False}))
+        return EnvironmentRecord(
+            environment=environment.model_copy(update={"running": False}),
+            idle_timeout=idle_timeout,
+        )
 
     def get_environment(self, name: str) -> EnvironmentRecord:
         with self._read() as conn:
             row = conn.execute(
-                "SELECT body, running, placement FROM environments WHERE name = ?", (name,)
+                f"SELECT {self._ENVIRONMENT_COLUMNS} FROM environments WHERE name = ?", (name,)
             ).fetchone()
         if row is None:
             raise NotFound(f"environment {name!r} does not exist", field="environment")
@@ -329,7 +356,7 @@ class SqliteActions(SqliteFile):
     def list_environments(self) -> list[EnvironmentRecord]:
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT body, running, placement FROM environments ORDER BY name"
+                f"SELECT {self._ENVIRONMENT_COLUMNS} FROM environments ORDER BY name"
             ).fetchall()
         return [self._environment_record(row) for row in rows]
 
@@ -337,7 +364,7 @@ class SqliteActions(SqliteFile):
         """The pool's containers shut down: its charges are freed."""
         with self._write() as conn:
             row = conn.execute(
-                "SELECT body, running, placement FROM environments WHERE name = ?", (name,)
+                f"SELECT {self._ENVIRONMENT_COLUMNS} FROM environments WHERE name = ?", (name,)
             ).fetchone()
             if row is None:
                 raise NotFound(f"environment {name!r} does not exist", field="environment")
@@ -355,7 +382,36 @@ class SqliteActions(SqliteFile):
                 " WHERE name = ?",
                 (name,),
             )
-        return self._environment_record((row[0], 0, None))
+        return self._environment_record((row[0], 0, None, row[3]))
+
+    def stop_idle_environments(self, now: datetime) -> list[str]:
+        """Stop every running pool whose idle_timeout has passed since its last action
+        finished, with none scheduled or running since: its charges are freed, and the next
+        action starts it cold (it must fit the caps again). Executors see it stopped."""
+        stopped = []
+        with self._write() as conn:
+            for name, idle_timeout_s in conn.execute(
+                "SELECT name, idle_timeout_s FROM environments"
+                " WHERE running = 1 AND idle_timeout_s IS NOT NULL ORDER BY name"
+            ).fetchall():
+                idle_timeout = timedelta(seconds=idle_timeout_s)
+                live, last = conn.execute(
+                    "SELECT SUM(phase IN ('scheduled', 'running')), MAX(finished_at)"
+                    " FROM actions WHERE environment = ?",
+                    (name,),
+                ).fetchone()
+                idle_since = read_time(last)
+                if live or idle_since is None or now - idle_since < idle_timeout:
+                    continue
+                conn.execute(
+                    "UPDATE environments SET running = 0, placement = NULL, cluster = NULL"
+                    " WHERE name = ?",
+                    (name,),
+                )
+                stopped.append(name)
+            if stopped:
+                bump_generation(conn)  # a tick planned on a running pool must not apply
+        return stopped
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -410,8 +466,8 @@ class SqliteActions(SqliteFile):
                 )
         try:
             conn.executemany(
-                "INSERT INTO actions (id, queue, phase, body, environment, submitted_at)"
-                " VALUES (?, ?, 'queued', ?, ?, ?)",
+                "INSERT INTO actions (id, queue, phase, body, environment, submitted_at,"
+                " deadline_at) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
                 [
                     (
                         action.id,
@@ -419,6 +475,7 @@ class SqliteActions(SqliteFile):
                         action.model_dump_json(exclude={"state", "placement"}),
                         action.environment,
                         stored_time(action.submitted_at),
+                        stored_time(action.deadline_at()),
                     )
                     for action in actions
                 ],
@@ -508,6 +565,14 @@ class SqliteActions(SqliteFile):
         """An executor's word on a scheduled action; finishing frees its charges."""
         with self._write() as conn:
             record = self._fetch_action(conn, action_id)
+            if record.code is ErrorCode.DEADLINE_EXCEEDED and record.phase is Phase.FAILED:
+                if outcome is ReportedOutcome.FAILED:
+                    return record  # the executor acknowledges: it stopped the action
+                raise FailedPrecondition(
+                    f"action {action_id} failed DEADLINE_EXCEEDED: {record.message}; stop it"
+                    " and report failed to acknowledge",
+                    field="action",
+                )
             allowed = (
                 (Phase.SCHEDULED,)
                 if outcome is ReportedOutcome.STARTED
@@ -542,3 +607,130 @@ class SqliteActions(SqliteFile):
                     ),
                 )
             return self._fetch_action(conn, action_id)
+
+    def expire_deadlines(self, now: datetime) -> list[str]:
+        """Fail every scheduled or running action whose deadline has come: DEADLINE_EXCEEDED,
+        its charges freed at once. Its executor learns it from the action's state (a report
+        `failed` acknowledges; any other report is refused). Queued actions are the tick's:
+        it fails those whose deadline passed while they waited."""
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT id, phase, deadline_at FROM actions WHERE deadline_at <= ?"
+                " AND phase IN ('scheduled', 'running') ORDER BY seq",
+                (stored_time(now),),
+            ).fetchall()
+            conn.executemany(
+                "UPDATE actions SET phase = 'failed', code = ?, message = ?, finished_at = ?"
+                " WHERE id = ?",
+                [
+                    (
+                        ErrorCode.DEADLINE_EXCEEDED.value,
+                        f"action {action_id}: deadline {deadline} passed while {phase};"
+                        " its executor must stop it",
+                        stored_time(now),
+                        action_id,
+                    )
+                    for action_id, phase, deadline in rows
+                ],
+            )
+        return [action_id for action_id, _, _ in rows]
+
+    # -- moving waiting actions ----------------------------------------------------------------
+
+    def move_actions(
+        self,
+        to: str,
+        now: datetime,
+        check: Callable[[set[str], Snapshot], None],
+        *,
+        ids: list[str] | None = None,
+        source: str | None = None,
+        where: Callable[[Action], bool] | None = None,
+    ) -> list[ActionRecord]:
+        """Move queued actions to queue `to`, all or none, keeping their arrival order.
+
+        The actions are `ids`, or the queued actions of queue `source` that `where` keeps.
+        `check` sees their source queues and a snapshot of the destination (its settings,
+        the clusters, the moved actions queued there) inside the transaction, and raises
+        to refuse (rights, feasibility). A destination that is draining, or whose depth the
+        move would pass, refuses as a submission would.
+        """
+        with self._write() as conn:
+            destination = self._fetch_queue(conn, to)
+            if ids is not None:
+                records = self._movable_by_id(conn, ids)
+            else:
+                assert source is not None
+                self._fetch_queue(conn, source)
+                rows = conn.execute(
+                    f"SELECT {self._ACTION_COLUMNS} FROM actions"
+                    " WHERE queue = ? AND phase = 'queued' ORDER BY seq",
+                    (source,),
+                ).fetchall()
+                records = [self._action_record(row) for row in rows]
+                records = [r for r in records if where is None or where(r.action)]
+            for record in records:
+                action = record.action
+                if action.queue == to:
+                    raise FailedPrecondition(f"action {action.id} is in queue {to} already")
+                if action.environment is not None:
+                    raise FailedPrecondition(
+                        f"action {action.id} runs in environment {action.environment} of queue"
+                        f" {action.queue}; it cannot move to another queue",
+                        field="action",
+                    )
+            if not records:
+                return []
+            if destination.draining:
+                raise QueueDraining(f"queue {to} is draining: it accepts nothing new")
+            if destination.queue.depth is not None:
+                (used,) = conn.execute(
+                    f"SELECT COUNT(*) FROM actions WHERE queue = ? AND phase IN {LIVE_SQL}", (to,)
+                ).fetchone()
+                if used + len(records) > destination.queue.depth:
+                    raise ResourceExhausted(
+                        f"queue {to} is full: depth {destination.queue.depth}, {used} in flight"
+                        f" or waiting, {len(records)} more moved",
+                        field="to",
+                    )
+            moved = [r.action.model_copy(update={"queue": to}) for r in records]
+            (settings,) = conn.execute("SELECT body FROM settings").fetchone()
+            clusters = conn.execute("SELECT body FROM clusters ORDER BY name").fetchall()
+            check(
+                {r.action.queue for r in records},
+                Snapshot(
+                    now=now,
+                    settings=Settings.model_validate_json(settings),
+                    queues=[destination.queue],
+                    clusters=[Cluster.model_validate_json(body) for (body,) in clusters],
+                    actions=moved,
+                ),
+            )
+            conn.executemany(
+                "UPDATE actions SET queue = ?, body = ? WHERE id = ?",
+                [
+                    (to, action.model_dump_json(exclude={"state", "placement"}), action.id)
+                    for action in moved
+                ],
+            )
+            bump_generation(conn)  # a tick planned on the old queues must not apply
+            return [self._fetch_action(conn, action.id) for action in moved]
+
+    def _movable_by_id(self, conn: sqlite3.Connection, ids: list[str]) -> list[ActionRecord]:
+        """The queued actions `ids`, in arrival order; refused if one is not waiting."""
+        records: list[tuple[int, ActionRecord]] = []
+        for action_id in dict.fromkeys(ids):
+            row = conn.execute(
+                f"SELECT seq, {self._ACTION_COLUMNS} FROM actions WHERE id = ?", (action_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"action {action_id!r} does not exist", field="action")
+            record = self._action_record(row[1:])
+            if record.phase is not Phase.QUEUED:
+                raise FailedPrecondition(
+                    f"action {action_id} is {record.phase.value}; only waiting (queued) actions"
+                    " move",
+                    field="action",
+                )
+            records.append((row[0], record))
+        return [record for _, record in sorted(records, key=lambda pair: pair[0])]

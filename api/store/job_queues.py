@@ -153,6 +153,33 @@ class SqliteJobQueues(SqliteFile):
         with self._read() as conn:
             return _all_named(conn, ServiceEnvironment)
 
+    def delete_scheduling_policy(self, name: str) -> None:
+        """Refused while a job queue uses the policy."""
+        self._delete_named(SchedulingPolicy, name, "scheduling_policy")
+
+    def delete_service_environment(self, name: str) -> None:
+        """Refused while a job queue runs on the environment."""
+        self._delete_named(ServiceEnvironment, name, "service_environment")
+
+    def _delete_named(self, kind: type[_Named], name: str, used_as: str) -> None:
+        table, key = _NAMED[kind]
+        with self._write() as conn:
+            _named(conn, kind, name)
+            users = [
+                queue.name
+                for queue in _stored_job_queues(conn)
+                if getattr(queue, used_as) == name
+            ]
+            if users:
+                raise FailedPrecondition(
+                    f"{key.replace('_', ' ')} {name} is in use by job queue"
+                    f"{'s' if len(users) > 1 else ''} {', '.join(users)};"
+                    " change or delete them first",
+                    field="name",
+                )
+            conn.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
+            bump_generation(conn)
+
     def _put_named(self, item: _Named) -> _Named:
         """Create or replace a scheduling policy or service environment."""
         with self._write() as conn:
@@ -243,6 +270,23 @@ class SqliteJobQueues(SqliteFile):
             )
             bump_generation(conn)
             return self._records(conn, [name])[0]
+
+    def delete_job_queue(self, name: str) -> None:
+        """Only a job queue without live jobs can go; its finished jobs stay readable."""
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM job_queues WHERE name = ?", (name,)).fetchone() is None:
+                raise NotFound(f"job queue {name!r} does not exist", field="job_queue")
+            (live,) = conn.execute(
+                f"SELECT COUNT(*) FROM jobs WHERE job_queue = ? AND phase IN {_LIVE_SQL}", (name,)
+            ).fetchone()
+            if live:
+                raise FailedPrecondition(
+                    f"job queue {name} still has {live} live jobs; disable it and let them"
+                    " finish (or cancel them) first",
+                    field="name",
+                )
+            conn.execute("DELETE FROM job_queues WHERE name = ?", (name,))
+            bump_generation(conn)
 
     def get_job_queue(self, name: str) -> JobQueueRecord:
         with self._read() as conn:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -32,6 +32,7 @@ from models.snapshot import (
     Settings,
     Snapshot,
 )
+from models.triggers import FiringOutcome, Trigger
 
 
 class Phase(StrEnum):
@@ -145,6 +146,7 @@ class ActionRecord:
 @dataclass(frozen=True)
 class EnvironmentRecord:
     environment: Environment  # running and placement filled in
+    idle_timeout: timedelta | None = None  # the service stops it after this long unused
 
 
 class ReportedOutcome(StrEnum):
@@ -251,6 +253,40 @@ class AppliedTick:
     jobs: AppliedJobs = field(default_factory=AppliedJobs)  # the job queues' decisions
 
 
+# -- triggers ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Firing:
+    """One line of a trigger's history: a scheduled time and what became of it."""
+
+    scheduled_for: datetime
+    fired_at: datetime
+    outcome: FiringOutcome
+    run: str | None  # the run it submitted, if any
+    missed: int  # scheduled times this line stands for that passed while the service was down
+    message: str
+
+
+@dataclass(frozen=True)
+class TriggerRecord:
+    trigger: Trigger
+    created_at: datetime  # a fixed rate counts from here
+    next_due: datetime | None  # None while paused
+    history: list[Firing]  # newest first, at most models.triggers.HISTORY_KEPT
+
+
+class TriggerStore(Protocol):
+    """The triggers' part of the service's store."""
+
+    def create_trigger(self, trigger: Trigger, now: datetime) -> TriggerRecord: ...
+    def replace_trigger(self, trigger: Trigger, now: datetime) -> TriggerRecord: ...
+    def get_trigger(self, name: str) -> TriggerRecord: ...
+    def list_triggers(self) -> list[TriggerRecord]: ...
+    def delete_trigger(self, name: str) -> None: ...
+    def fire_triggers(self, now: datetime, grace: timedelta) -> list[Firing]: ...
+
+
 # -- the interface -----------------------------------------------------------------------------
 
 
@@ -260,10 +296,12 @@ class QuotaStore(Protocol):
     def put_scheduling_policy(self, policy: SchedulingPolicy) -> SchedulingPolicy: ...
     def get_scheduling_policy(self, name: str) -> SchedulingPolicy: ...
     def list_scheduling_policies(self) -> list[SchedulingPolicy]: ...
+    def delete_scheduling_policy(self, name: str) -> None: ...
 
     def put_service_environment(self, environment: ServiceEnvironment) -> ServiceEnvironment: ...
     def get_service_environment(self, name: str) -> ServiceEnvironment: ...
     def list_service_environments(self) -> list[ServiceEnvironment]: ...
+    def delete_service_environment(self, name: str) -> None: ...
 
     def create_job_queue(self, queue: JobQueue) -> JobQueueRecord: ...
     def update_job_queue(
@@ -271,6 +309,7 @@ class QuotaStore(Protocol):
     ) -> JobQueueRecord: ...
     def get_job_queue(self, name: str) -> JobQueueRecord: ...
     def list_job_queues(self) -> list[JobQueueRecord]: ...
+    def delete_job_queue(self, name: str) -> None: ...
     def share_counts(self, job_queue: str | None = None) -> dict[tuple[str, str], ShareCounts]: ...
     def preemption_totals(self) -> dict[str, int]: ...
 
@@ -295,7 +334,7 @@ class QuotaStore(Protocol):
     ) -> JobRecord: ...
 
 
-class Store(QuotaStore, Protocol):
+class Store(QuotaStore, TriggerStore, Protocol):
     """The service's only access to durable state."""
 
     def get_settings(self) -> Settings: ...
@@ -315,10 +354,13 @@ class Store(QuotaStore, Protocol):
     def list_clusters(self) -> list[Cluster]: ...
     def delete_cluster(self, name: str) -> None: ...
 
-    def put_environment(self, environment: Environment) -> EnvironmentRecord: ...
+    def put_environment(
+        self, environment: Environment, idle_timeout: timedelta | None = None
+    ) -> EnvironmentRecord: ...
     def get_environment(self, name: str) -> EnvironmentRecord: ...
     def list_environments(self) -> list[EnvironmentRecord]: ...
     def stop_environment(self, name: str) -> EnvironmentRecord: ...
+    def stop_idle_environments(self, now: datetime) -> list[str]: ...
 
     def submit(self, actions: list[Action]) -> None: ...
     def get_action(self, action_id: str) -> ActionRecord: ...
@@ -332,6 +374,17 @@ class Store(QuotaStore, Protocol):
         listing: Listing = FIRST_PAGE,
     ) -> Page[ActionRecord]: ...
     def cancel_action(self, action_id: str, now: datetime) -> ActionRecord: ...
+    def expire_deadlines(self, now: datetime) -> list[str]: ...
+    def move_actions(
+        self,
+        to: str,
+        now: datetime,
+        check: Callable[[set[str], Snapshot], None],
+        *,
+        ids: list[str] | None = None,
+        source: str | None = None,
+        where: Callable[[Action], bool] | None = None,
+    ) -> list[ActionRecord]: ...
     def report(
         self,
         action_id: str,

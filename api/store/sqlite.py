@@ -18,16 +18,21 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from api.store.actions import SqliteActions, queue_body
+from api.store.connection import stored_time
 from api.store.job_queues import SqliteJobQueues
+from api.store.records import ActionRecord
 from api.store.tick_io import SqliteTickIO
+from api.store.triggers import SqliteTriggers
 from models.errors import FailedPrecondition, SluiceError, Unavailable
-from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings
+from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings, Snapshot
 
-SCHEMA_VERSION = 2  # 2 added the job queues' tables; 1 is upgraded in place
+SCHEMA_VERSION = 3  # 2 added the job queues' tables, 3 the triggers', two columns
 
 log = logging.getLogger("sluice.store")
 
@@ -47,7 +52,8 @@ CREATE TABLE IF NOT EXISTS environments (
     body TEXT NOT NULL,
     running INTEGER NOT NULL DEFAULT 0,
     placement TEXT,
-    cluster TEXT
+    cluster TEXT,
+    idle_timeout_s REAL                     -- schema 3: stop the pool after this long unused
 );
 CREATE TABLE IF NOT EXISTS actions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -63,7 +69,8 @@ CREATE TABLE IF NOT EXISTS actions (
     submitted_at TEXT NOT NULL,
     scheduled_at TEXT,
     started_at TEXT,
-    finished_at TEXT
+    finished_at TEXT,
+    deadline_at TEXT                        -- the action's deadline as a time (schema 3)
 );
 CREATE INDEX IF NOT EXISTS actions_queue_phase ON actions (queue, phase);
 CREATE INDEX IF NOT EXISTS actions_live ON actions (seq)
@@ -104,6 +111,29 @@ CREATE INDEX IF NOT EXISTS jobs_live ON jobs (seq)
 """
 
 
+_TRIGGERS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS triggers (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a re-created trigger's runs differ
+    name TEXT NOT NULL UNIQUE,
+    queue TEXT NOT NULL,
+    body TEXT NOT NULL,                     -- the Trigger (models.triggers)
+    created_at TEXT NOT NULL,               -- a fixed rate counts from here
+    next_due TEXT                           -- NULL while paused
+);
+CREATE INDEX IF NOT EXISTS triggers_due ON triggers (next_due) WHERE next_due IS NOT NULL;
+CREATE TABLE IF NOT EXISTS trigger_firings (
+    trigger_seq INTEGER NOT NULL,
+    scheduled_for TEXT NOT NULL,
+    fired_at TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    run TEXT,
+    missed INTEGER NOT NULL DEFAULT 0,
+    message TEXT NOT NULL,
+    PRIMARY KEY (trigger_seq, scheduled_for)  -- a scheduled time fires at most once
+);
+"""
+
+
 @dataclass
 class _Ticket:
     """One caller's submission waiting for the next group commit."""
@@ -113,7 +143,7 @@ class _Ticket:
     error: SluiceError | None = None
 
 
-class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO):
+class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
     """The embedded default store: every part of the interface over one SQLite file."""
 
     def __init__(self, path: str | Path) -> None:
@@ -127,13 +157,16 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO):
             raise
 
     def _create_schema(self) -> None:
-        self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA)
+        self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA)
         with self._write() as conn:
+            self._add_schema_3_columns(conn)
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) == 1:  # version 2 only added tables, created just above
-                conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+            elif int(row[0]) in (1, 2):  # 2 and 3 only added tables and a column, added above
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),)
+                )
             elif int(row[0]) != SCHEMA_VERSION:
                 raise FailedPrecondition(
                     f"{self.path}: schema version {row[0]}, this Sluice reads {SCHEMA_VERSION}"
@@ -146,6 +179,49 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO):
                 "INSERT OR IGNORE INTO queues (name, body) VALUES (?, ?)",
                 (DEFAULT_QUEUE, queue_body(Queue(name=DEFAULT_QUEUE))),
             )
+
+    def move_actions(
+        self,
+        to: str,
+        now: datetime,
+        check: Callable[[set[str], Snapshot], None],
+        *,
+        ids: list[str] | None = None,
+        source: str | None = None,
+        where: Callable[[Action], bool] | None = None,
+    ) -> list[ActionRecord]:
+        """As api.store.actions.SqliteActions.move_actions; the moved actions' parsed bodies
+        are dropped from the snapshot's cache before any snapshot can read the new rows."""
+        with self._snapshot_lock:
+            moved = super().move_actions(to, now, check, ids=ids, source=source, where=where)
+            self._action_cache.forget([record.action.id for record in moved])
+        return moved
+
+    @staticmethod
+    def _add_schema_3_columns(conn: sqlite3.Connection) -> None:
+        """Schema 3 keeps each action's deadline as a time, for expiry while it runs, and each
+        environment's idle timeout: an older file gains the columns, the deadlines filled in
+        for its live actions."""
+        pools = {row[1] for row in conn.execute("PRAGMA table_info(environments)").fetchall()}
+        if "idle_timeout_s" not in pools:
+            conn.execute("ALTER TABLE environments ADD COLUMN idle_timeout_s REAL")
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(actions)").fetchall()}
+        if "deadline_at" not in columns:
+            conn.execute("ALTER TABLE actions ADD COLUMN deadline_at TEXT")
+            live = conn.execute(
+                "SELECT id, body FROM actions WHERE phase IN ('queued', 'scheduled', 'running')"
+            ).fetchall()
+            conn.executemany(
+                "UPDATE actions SET deadline_at = ? WHERE id = ?",
+                [
+                    (stored_time(Action.model_validate_json(body).deadline_at()), action_id)
+                    for action_id, body in live
+                ],
+            )
+        conn.execute(
+            "CREATE INDEX IF NOT EXISTS actions_deadline ON actions (deadline_at)"
+            " WHERE deadline_at IS NOT NULL AND phase IN ('scheduled', 'running')"
+        )
 
     # -- group commit of submissions -----------------------------------------------------------
 

@@ -47,6 +47,12 @@ class ActionCache:
             for action in actions:
                 self._submitted[action.id] = (action, self._reads)
 
+    def forget(self, ids: list[str]) -> None:
+        """Drop actions whose body changed (a move to another queue): they are read again."""
+        with self._lock:
+            for action_id in ids:
+                self._submitted.pop(action_id, None)
+
     def start_read(self) -> int:
         """Call before the snapshot's read transaction begins; returns the read's number."""
         with self._lock:

@@ -89,7 +89,38 @@ def decode(
             )
         )
     result.queues = _metrics(problem, plan, failures, heads)
+    place_in_line(problem, plan, result.waiting)
     return result
+
+
+def place_in_line(problem: Problem, plan: Plan, waiting: list[WaitingAction]) -> None:
+    """Fill in each of `waiting` (in global order) its place in line after this tick.
+
+    An action ahead could take the capacity one needs when it waits in the same queue (its
+    caps and concurrency) or could land in one of the same node pools. Actions are grouped
+    by (queue, pools), so the count costs one pass times the number of such groups."""
+    infos = {action.id: action for action in problem.actions}
+    in_queue: dict[int, int] = {}
+    groups: dict[tuple[int, frozenset[int]], int] = {}  # waiting so far, per group
+    competing: dict[tuple[tuple[int, frozenset[int]], tuple[int, frozenset[int]]], bool] = {}
+    for position, entry in enumerate(waiting, 1):
+        action = infos[entry.action]
+        items = plan.items_to_place(action)
+        pools = frozenset(p for item in items for group in item.pools.values() for p in group)
+        mine = (action.queue, pools)
+        ahead = 0
+        for other, count in groups.items():
+            key = (mine, other)
+            if key not in competing:
+                competing[key] = other[0] == mine[0] or not other[1].isdisjoint(pools)
+            if competing[key]:
+                ahead += count
+        groups[mine] = groups.get(mine, 0) + 1
+        in_queue[action.queue] = in_queue.get(action.queue, 0) + 1
+        # Set in place: the entries are decode's own, made this tick.
+        entry.queue_position = in_queue[action.queue]
+        entry.global_position = position
+        entry.ahead_competing = ahead
 
 
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:

@@ -12,12 +12,22 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from api.demo import BORROWER, DEMO_JOB_QUEUE, G5, LENDER, DemoExecutor, load_demo_fleet
+from api.demo import (
+    BORROWER,
+    DEMO_JOB_QUEUE,
+    DEMO_SERIAL_QUEUE,
+    DEMO_TRIGGER,
+    G5,
+    LENDER,
+    DemoExecutor,
+    load_demo_fleet,
+)
 from api.store.records import JobPhase, JobRecord, Listing, Page
 from models.quota_result import PreemptReason, QuotaTickResult
 from tests.support.service import Service, service
@@ -172,3 +182,24 @@ def test_demo_jobs_are_deterministic_from_the_seed(tmp_path: Path) -> None:
         ]
 
     assert decisions(tmp_path / "one") == decisions(tmp_path / "two")
+
+
+def test_demo_trigger_fires_into_a_serialized_queue(svc: Service) -> None:
+    """Issue 14: "the demo shows a trigger firing into a serialized queue." Seed: "give the
+    trigger a serialized queue (run_concurrency 1) and you get self-non-overlapping scheduled
+    jobs for free." """
+    store = svc.app.state.store
+    load_demo_fleet(store)
+    load_demo_fleet(store)  # a restart keeps the trigger and its schedule
+    trigger = store.get_trigger(DEMO_TRIGGER.name)
+    queue = store.get_queue(DEMO_SERIAL_QUEUE.name)
+    assert queue.queue.run_concurrency == 1 and trigger.trigger.queue == queue.queue.name
+    ticker = svc.app.state.ticker
+    for seconds in (10, 20):  # two firings, the first run still running at the second
+        ticker.clock = lambda at=trigger.created_at + timedelta(seconds=seconds): at
+        svc.tick()
+    actions = store.list_actions(queue=DEMO_SERIAL_QUEUE.name)
+    first, second = sorted({record.action.run for record in actions})
+    assert {r.phase.value for r in actions if r.action.run == first} == {"scheduled"}
+    waiting = [svc.ok("GET", f"/actions/{r.action.id}") for r in actions if r.action.run == second]
+    assert {(a["state"], a["waiting_reason"]) for a in waiting} == {("queued", "run_concurrency")}

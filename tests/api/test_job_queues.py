@@ -22,7 +22,7 @@ from api.cli.context import Remote
 from api.cli.main import main
 from api.client import Job, JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvironment
 from api.store.records import Listing
-from api.store.sqlite import SqliteStore
+from api.store.sqlite import SCHEMA_VERSION, SqliteStore
 from models.arrow.tables import read_snapshot_stream
 from models.errors import FailedPrecondition
 from tests.support.metrics import value
@@ -479,4 +479,5 @@ def test_a_schema_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)

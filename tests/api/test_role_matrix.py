@@ -53,6 +53,7 @@ JOB_QUEUE = {
     "quota_shares": [{"name": "s", **SHARE}],
 }
 JOB = {"job_queue": "research", "share": "s", "instance_type": G5}
+TRIGGER = {"every": "1h", "queue": "research", "actions": [{"containers": CONTAINERS}]}
 # (method, route path, request path, body, rule); destructive ones last.
 MATRIX: list[tuple[str, str, str, Any, str]] = [
     ("GET", "/healthz", "/healthz", None, "open"),
@@ -84,6 +85,14 @@ MATRIX: list[tuple[str, str, str, Any, str]] = [
     ("GET", "/actions/{action_id}/explanation", "/actions/mine/explanation", None, "any"),
     ("POST", "/actions/{action_id}/report", "/actions/mine/report", {"outcome": "started"},
      "executor"),
+    ("POST", "/actions/move", "/actions/move", {"ids": ["mine"], "to": "research"}, "queue"),
+    (  # a move needs rights on both queues: only an admin has them
+        "POST",
+        "/queues/{name}/move",
+        "/queues/research/move",
+        {"to": "inference-eval", "where": "gpu>=8"},
+        "admin",
+    ),
     ("POST", "/actions/{action_id}/cancel", "/actions/mine/cancel", None, "queue"),
     ("GET", "/environments", "/environments", None, "any"),
     ("GET", "/environments/{name}", "/environments/pool", None, "any"),
@@ -136,6 +145,23 @@ MATRIX: list[tuple[str, str, str, Any, str]] = [
     ("GET", "/jobs/{job_id}", "/jobs/job", None, "any"),
     ("POST", "/jobs/{job_id}/report", "/jobs/job/report", {"outcome": "started"}, "executor"),
     ("POST", "/jobs/{job_id}/cancel", "/jobs/job/cancel", None, "queue"),
+    ("POST", "/triggers", "/triggers", {**TRIGGER, "name": "new"}, "queue"),
+    ("GET", "/triggers", "/triggers", None, "any"),
+    ("GET", "/triggers/{name}", "/triggers/nightly", None, "any"),
+    ("PATCH", "/triggers/{name}", "/triggers/nightly", {"every": "2h"}, "queue"),
+    (  # a move needs rights on both queues: only an admin has them
+        "PATCH",
+        "/triggers/{name}",
+        "/triggers/new",
+        {"queue": "inference-eval"},
+        "admin",
+    ),
+    ("POST", "/triggers/{name}/pause", "/triggers/nightly/pause", None, "queue"),
+    ("POST", "/triggers/{name}/resume", "/triggers/nightly/resume", None, "queue"),
+    ("DELETE", "/triggers/{name}", "/triggers/nightly", None, "queue"),
+    ("DELETE", "/job-queues/{name}", "/job-queues/new", None, "admin"),
+    ("DELETE", "/scheduling-policies/{name}", "/scheduling-policies/other", None, "admin"),
+    ("DELETE", "/service-environments/{name}", "/service-environments/other", None, "admin"),
     ("DELETE", "/queues/{name}", "/queues/spare", None, "admin"),
     ("DELETE", "/clusters/{name}", "/clusters/spare", None, "admin"),
 ]
@@ -161,6 +187,7 @@ def _seed(svc: Service) -> None:
     ok("PUT", "/service-environments/sagemaker", {"capacity_limits": {G5: 2}})
     ok("POST", "/job-queues", JOB_QUEUE)
     ok("POST", "/jobs", {**JOB, "id": "job"})
+    ok("POST", "/triggers", {**TRIGGER, "name": "nightly"})
     svc.tick()
 
 
