@@ -198,7 +198,7 @@ def test_demo_trigger_fires_into_a_serialized_queue(svc: Service) -> None:
     for seconds in (10, 20):  # two firings, the first run still running at the second
         ticker.clock = lambda at=trigger.created_at + timedelta(seconds=seconds): at
         svc.tick()
-    actions = store.list_actions(queue=DEMO_SERIAL_QUEUE.name)
+    actions = store.list_actions(queue=DEMO_SERIAL_QUEUE.name).items
     first, second = sorted({record.action.run for record in actions})
     assert {r.phase.value for r in actions if r.action.run == first} == {"scheduled"}
     waiting = [svc.ok("GET", f"/actions/{r.action.id}") for r in actions if r.action.run == second]

@@ -33,7 +33,7 @@ def test_a_strict_head_stalls_a_pool_past_its_idle_timeout(svc: Service) -> None
     svc.ok("POST", "/queues", queue, status=201)
     embedder = {"queue": "mixed-line", "replicas": 2, "resources": {"cpu": "2", "memory": "8Gi"},
                 "gpu": "T4:1", "idle_timeout": "30s"}  # fmt: skip
-    assert svc.ok("PUT", "/environments/embedder", embedder)["idle_timeout"] == "30s"
+    assert svc.ok("PUT", "/environments/embedder", embedder, status=201)["idle_timeout"] == "30s"
     svc.ok("POST", "/actions", {"id": "embed-0", "queue": "mixed-line",
                                 "environment": "embedder"}, 201)  # fmt: skip
     svc.tick()  # the pool starts: 2 of the queue's 4 T4s
@@ -61,7 +61,7 @@ def test_a_strict_head_stalls_a_pool_past_its_idle_timeout(svc: Service) -> None
 
 
 def test_a_pool_without_idle_timeout_keeps_running(svc: Service) -> None:
-    svc.ok("PUT", "/environments/warm", {"resources": {"cpu": "1", "memory": "1Gi"}})
+    svc.ok("PUT", "/environments/warm", {"resources": {"cpu": "1", "memory": "1Gi"}}, status=201)
     svc.ok("POST", "/actions", {"id": "w", "environment": "warm"}, 201)
     svc.tick()
     svc.ok("POST", "/actions/w/report", {"outcome": "succeeded"})

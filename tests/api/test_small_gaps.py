@@ -74,8 +74,8 @@ def test_quota_configuration_is_deleted_only_when_unused(svc: Service) -> None:
     """Issue 14: "No delete for job queues, scheduling policies and service environments";
     the brief: refused with FAILED_PRECONDITION while in use."""
     client = svc.client()
-    svc.ok("PUT", "/scheduling-policies/quota-policy", POLICY)
-    svc.ok("PUT", "/service-environments/sagemaker-g5", {"capacity_limits": {G5: 3}})
+    svc.ok("PUT", "/scheduling-policies/quota-policy", POLICY, status=201)
+    svc.ok("PUT", "/service-environments/sagemaker-g5", {"capacity_limits": {G5: 3}}, status=201)
     svc.ok("POST", "/job-queues", QUEUE, status=201)
     for path in ("/scheduling-policies/quota-policy", "/service-environments/sagemaker-g5"):
         status, body = svc.error("DELETE", path)

@@ -64,7 +64,7 @@ def test_a_fixed_rate_fires_each_time_once(store: SqliteStore) -> None:
     assert store.fire_triggers(_at(3.9), GRACE) == []
     [second] = store.fire_triggers(_at(4.0), GRACE)
     assert second.scheduled_for == _at(4) and second.run != first.run
-    runs = {record.action.run for record in store.list_actions(queue="batch")}
+    runs = {record.action.run for record in store.list_actions(queue="batch").items}
     assert runs == {first.run, second.run}
     record = store.get_trigger("nightly")
     assert [f.scheduled_for for f in record.history] == [_at(4), _at(2)]
@@ -77,7 +77,7 @@ def test_each_firing_is_a_new_run_with_the_submit_fields(store: SqliteStore) -> 
     two = [ONE_CPU | {"max_queued_time": "1h", "deadline": "6h"}, ONE_CPU]
     store.create_trigger(_trigger(actions=two), T0)
     [firing] = store.fire_triggers(_at(2), GRACE)
-    actions = [record.action for record in store.list_actions(queue="batch")]
+    actions = [record.action for record in store.list_actions(queue="batch").items]
     assert [a.run for a in actions] == [firing.run, firing.run]
     assert len({a.id for a in actions}) == 2
     assert actions[0].deadline_at() == _at(2 + 6 * 3600) and actions[0].submitted_at == _at(2)
@@ -94,7 +94,7 @@ def test_missed_times_get_one_catch_up_run_by_default(store: SqliteStore) -> Non
         ("fired", _at(30), 0),
     ]
     assert "one catch-up run for 14 scheduled times" in firings[0].message
-    assert len(store.list_actions(queue="batch")) == 2
+    assert len(store.list_actions(queue="batch").items) == 2
     assert store.get_trigger("nightly").next_due == _at(32)
 
 
@@ -111,7 +111,7 @@ def test_catch_up_none_skips_the_missed_times_and_says_so(store: SqliteStore) ->
     assert "3 scheduled times passed while the service was down; catch_up none" in (
         firings[0].message
     )
-    assert len(store.list_actions(queue="batch")) == 2
+    assert len(store.list_actions(queue="batch").items) == 2
 
 
 def test_a_long_outage_of_a_fast_schedule_is_counted_within_bounds(store: SqliteStore) -> None:
@@ -142,7 +142,7 @@ def test_a_refused_run_is_in_the_history(store: SqliteStore) -> None:
     [refused] = store.fire_triggers(_at(2), GRACE)
     assert (refused.outcome, refused.run) == ("refused", None)
     assert refused.message.startswith("QUEUE_DRAINING: queue batch is draining")
-    assert store.list_actions(queue="batch") == []
+    assert store.list_actions(queue="batch").items == []
     assert store.get_trigger("nightly").next_due == _at(4)
 
 
