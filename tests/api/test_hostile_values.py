@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -109,11 +110,16 @@ def _pool(fields: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
 
 def _over_http(svc: Service, target: str, value: Any) -> None:
     method, path, body = HTTP_TARGETS[target](value)
-    response = svc.http.request(method, path, json=body)
-    assert response.status_code in (200, 201, 400), (target, value, response.text)
+    # Python's json writes nan and infinities as NaN and Infinity, as a careless client would.
+    content = json.dumps(body).encode()
+    headers = {"content-type": "application/json"}
+    response = svc.http.request(method, path, content=content, headers=headers)
+    assert response.status_code in (200, 201, 400, 409), (target, value, response.text)
     if response.status_code == 400:
         error = response.json()
         assert error["code"] == "INVALID_ARGUMENT" and error["field"], (target, value, error)
+    elif response.status_code == 409:  # a value in range the fleet's state refuses
+        assert response.json()["code"] == "FAILED_PRECONDITION", (target, value, response.text)
     failures = svc.app.state.ticker.stats.failures
     svc.tick()
     assert svc.app.state.ticker.stats.failures == failures, (target, value)
