@@ -81,3 +81,19 @@ def test_a_list_in_the_query_is_documented_as_a_list(tmp_path: Path) -> None:
         assert [q["name"] for q in svc.ok("GET", "/queues?pool=q")] == ["b"]
         stream = svc.http.get("/watch/queues?pool=p&limit=1").text
         assert '"name":"a"' in stream.replace(" ", "") and '"b"' not in stream
+
+
+def test_a_node_shape_is_documented_as_it_is_given(tmp_path: Path) -> None:
+    """Issue: "For that the OpenAPI document must tell the truth": a node's quantities are
+    given as spellings or integers, and its resources may be null (none); the document said
+    integers only and a map only (found by the schemathesis run)."""
+    document = _document(tmp_path)
+    shape = document["components"]["schemas"]["NodeShape-Input"]["properties"]
+    quantity = {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    assert {k: v for k, v in shape["cpu"].items() if k != "title"} == quantity
+    assert shape["resources"]["anyOf"][1] == {"type": "null"}
+    assert shape["resources"]["anyOf"][0]["additionalProperties"] == quantity
+    (tmp_path / "again").mkdir()
+    with service(tmp_path / "again") as svc:
+        pool = {"name": "p", "node": {"cpu": "8", "memory": 2**30, "resources": None}, "nodes": 1}
+        svc.ok("PUT", "/clusters/x", {"name": "x", "node_pools": [pool]})
