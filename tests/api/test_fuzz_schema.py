@@ -79,7 +79,7 @@ def _excluded(case: Any) -> list[Any]:
 
     positive_data_acceptance never does: the server bounds values beyond what JSON Schema
     says (known resource and device names, quantities within models/limits.py, rules across
-    fields), so a schema-valid body may rightly get its documented 400 (D-number in
+    fields), so a schema-valid body may rightly get its documented 400 (D70 in
     docs/decisions.md). negative_data_rejection does not apply to a list of strings in the
     query: whatever schemathesis negates it into (a number, an object) is sent as text,
     which is a valid one-item list on the wire."""
