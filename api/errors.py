@@ -9,6 +9,7 @@ to the server log, never to the caller).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -145,6 +146,23 @@ def invalid_from_validation(problems: Sequence[Any], skip: tuple[str, ...] = ())
     return InvalidInput("; ".join(lines), field=fields[0] if fields and fields[0] else None)
 
 
+def _allowed_methods(request: Request) -> str:
+    """The methods the API document lists for this path (RFC 9110: a 405 carries `Allow`).
+    Starlette's own 405 names only the first route that matched, and FastAPI makes one route
+    per method. A path that matches several templates (`/actions/batch`, `/actions/{id}`)
+    takes the most literal one, as a reader of the document would."""
+    matches: list[tuple[int, set[str]]] = []
+    for template, operations in request.app.openapi()["paths"].items():
+        pattern = re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, request.url.path):
+            matches.append((template.count("{"), {method.upper() for method in operations}))
+    fewest = min((parameters for parameters, _ in matches), default=0)
+    methods = set().union(*(found for parameters, found in matches if parameters == fewest))
+    if "GET" in methods:
+        methods.add("HEAD")  # Starlette answers HEAD wherever it answers GET
+    return ", ".join(sorted(methods))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SluiceError)
     async def _sluice(_: Request, error: SluiceError) -> JSONResponse:
@@ -176,7 +194,10 @@ def install_error_handlers(app: FastAPI) -> None:
         body = {"code": code.value, "message": message}
         if error.status_code == 400:  # FastAPI's only one: a body it could not parse
             body.update(message=f"body: {message}", field="body")
-        return JSONResponse(body, status_code=error.status_code)
+        headers = error.headers
+        if error.status_code == 405:
+            headers = {**(headers or {}), "Allow": _allowed_methods(request)}
+        return JSONResponse(body, status_code=error.status_code, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:

@@ -12,7 +12,13 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, PlainSerializer, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    PlainSerializer,
+    ValidationInfo,
+    WithJsonSchema,
+)
 
 from models.devices import AcceleratorRequest, parse_accelerator_request, parse_device
 from models.errors import InvalidInput
@@ -45,6 +51,16 @@ def _resource_map(most: int | None) -> Any:
     return BeforeValidator(parse)
 
 
+QUANTITY_INPUT: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+"""What a quantity is given as (`"64Gi"`, `8`), for the HTTP API's document."""
+RESOURCE_MAP_INPUT = WithJsonSchema(
+    {"anyOf": [{"type": "object", "additionalProperties": QUANTITY_INPUT}, {"type": "null"}]},
+    mode="validation",
+)
+"""A resource map as given: quantities by resource, or null for none (as YAML writes an empty
+key); the solver units are what a response holds."""
+
+
 def _format_resource_map(value: dict[str, int]) -> dict[str, str]:
     return {name: format_quantity(name, amount) for name, amount in value.items()}
 
@@ -52,6 +68,7 @@ def _format_resource_map(value: dict[str, int]) -> dict[str, str]:
 ResourceMap = Annotated[
     dict[str, int],
     _resource_map(None),
+    RESOURCE_MAP_INPUT,
     PlainSerializer(_format_resource_map, return_type=dict[str, str]),
 ]
 """What one container requests or one node offers: cpu in millicores, everything else in base
@@ -60,6 +77,7 @@ units; only the named resources are present."""
 ResourceCaps = Annotated[
     dict[str, int],
     _resource_map(MAX_CAP),
+    RESOURCE_MAP_INPUT,
     PlainSerializer(_format_resource_map, return_type=dict[str, str]),
 ]
 """A queue's caps, in the units of ResourceMap; a cap may exceed what one container asks for."""
@@ -70,6 +88,7 @@ def quantity_of(resource: str) -> Any:
     return Annotated[
         int,
         BeforeValidator(lambda value, info: parse_quantity(resource, value, _field_name(info))),
+        WithJsonSchema(QUANTITY_INPUT, mode="validation"),
         PlainSerializer(lambda amount: format_quantity(resource, amount), return_type=str),
     ]
 

@@ -9,9 +9,17 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from models.devices import AcceleratorRequest
 from models.errors import InvalidInput
@@ -52,6 +60,17 @@ DEFAULT_POOL = "default"
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_true_or_false_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """`true` and `false` are not numbers, but pydantic's lax mode reads them as 1 and 0:
+        `max_gpus: false` was a cap of 0 (found by the schemathesis run)."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation not in (bool, Any) and bool not in get_args(annotation):
+                raise ValueError("true/false where a value is expected")
+        return value
 
 
 class Scheduling(StrEnum):

@@ -9,6 +9,7 @@ talk to a server take it with `@pass_remote`. Errors go to stderr as
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -23,6 +24,17 @@ from models.errors import SluiceError
 OUTPUT = click.option(
     "-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format."
 )
+
+
+class FiniteRange(click.FloatRange):
+    """A FloatRange that also refuses nan, which compares false with both bounds and so
+    passes any range, and the infinities a range without a maximum lets through."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class SluiceGroup(click.Group):

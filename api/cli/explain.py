@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from api.cli.context import Remote, pass_remote
+from api.cli.context import FiniteRange, Remote, pass_remote
 from api.client import SluiceClient
 
 
@@ -32,7 +32,7 @@ from api.client import SluiceClient
 @click.option("--json", "as_json", is_flag=True, help="The explanation as JSON.")
 @click.option(
     "--time-limit",
-    type=click.FloatRange(min=0.01),
+    type=FiniteRange(min=0.01),
     default=5.0,
     show_default=True,
     help="With --file: the tick's solver time limit in seconds.",

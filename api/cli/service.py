@@ -16,8 +16,10 @@ from pathlib import Path
 
 import click
 
+from api.cli.context import FiniteRange
 from api.cli.job_queues import quota_summary
 from api.cli.render import tick_json, tick_summary
+from api.config import ServiceSettings
 from models.errors import InvalidInput
 
 _RECORD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message"}
@@ -38,6 +40,25 @@ class JsonLogFormatter(logging.Formatter):
         if record.exc_info:
             line["traceback"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
+
+
+# The guard's bounds: a body must hold at least one action with its containers, and a server
+# that reads a gigabyte before refusing a body has no limit to speak of.
+MIN_BODY_BYTES = 1024
+MAX_BODY_BYTES = 2**30
+# Each open stream takes a worker thread for every event it renders, as the tick does.
+MAX_WATCHERS = 1024
+# A comment more than once a second is noise; one every five minutes outlives every proxy.
+MIN_KEEPALIVE_S = 1.0
+MAX_KEEPALIVE_S = 300.0
+
+
+def _default(setting: str) -> object:
+    return ServiceSettings.model_fields[setting].default
+
+
+def _help(setting: str) -> str:
+    return ServiceSettings.model_fields[setting].description or ""
 
 
 def is_loopback(host: str) -> bool:
@@ -95,9 +116,9 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on.")
-@click.option("--period", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+@click.option("--period", type=FiniteRange(min=0.01), default=2.0, show_default=True,
               help="Seconds between ticks.")  # fmt: skip
-@click.option("--time-limit", type=click.FloatRange(min=0.01),
+@click.option("--time-limit", type=FiniteRange(min=0.01),
               help="The model's budget per tick [default: half the period].")  # fmt: skip
 @click.option("--demo", is_flag=True, help="Load a demo fleet and run a simulated executor.")
 @click.option(
@@ -109,6 +130,27 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
     "--insecure",
     is_flag=True,
     help="Run open (every caller an admin) on a non-loopback --host, without --auth.",
+)
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(min=MIN_BODY_BYTES, max=MAX_BODY_BYTES),
+    default=_default("max_body_bytes"),
+    show_default=True,
+    help=_help("max_body_bytes"),
+)
+@click.option(
+    "--max-watchers",
+    type=click.IntRange(min=1, max=MAX_WATCHERS),
+    default=_default("max_watchers"),
+    show_default=True,
+    help=_help("max_watchers"),
+)
+@click.option(
+    "--watch-keepalive",
+    type=FiniteRange(min=MIN_KEEPALIVE_S, max=MAX_KEEPALIVE_S),
+    default=_default("watch_keepalive_s"),
+    show_default=True,
+    help=_help("watch_keepalive_s"),
 )
 @click.option(
     "--log-level",
@@ -133,6 +175,9 @@ def serve(
     demo: bool,
     auth: Path | None,
     insecure: bool,
+    max_body_bytes: int,
+    max_watchers: int,
+    watch_keepalive: float,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -158,7 +203,6 @@ def serve(
     import uvicorn
 
     from api.app import create_app
-    from api.config import ServiceSettings
     from api.store.sqlite import SqliteStore
 
     handler = logging.StreamHandler()
@@ -169,12 +213,20 @@ def serve(
     )
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
     settings = ServiceSettings(
-        db_path=db, period_s=period, tick_time_limit_s=time_limit, auth_file=auth, demo=demo
+        db_path=db,
+        period_s=period,
+        tick_time_limit_s=time_limit,
+        auth_file=auth,
+        max_body_bytes=max_body_bytes,
+        max_watchers=max_watchers,
+        watch_keepalive_s=watch_keepalive,
+        demo=demo,
     )
     effective = {
         "db": db, "host": host, "port": port, "period": period, "time_limit": settings.time_limit_s,
-        "demo": demo, "auth": auth, "insecure": insecure, "log_level": log_level,
-        "log_format": log_format,
+        "demo": demo, "auth": auth, "insecure": insecure, "max_body_bytes": max_body_bytes,
+        "max_watchers": max_watchers, "watch_keepalive": watch_keepalive,
+        "log_level": log_level, "log_format": log_format,
     }  # fmt: skip
     # No option holds a secret (the tokens stay in the --auth file), so all are printed.
     click.echo("config: " + " ".join(f"{k}={v}" for k, v in effective.items()), err=True)
@@ -202,7 +254,7 @@ def serve(
 @click.command("solve")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="The TickResult as JSON.")
-@click.option("--time-limit", type=click.FloatRange(min=0.01), default=5.0, show_default=True)
+@click.option("--time-limit", type=FiniteRange(min=0.01), default=5.0, show_default=True)
 def solve_scenario(path: Path, as_json: bool, time_limit: float) -> None:
     """Run one tick offline on a scenario file and print its decisions.
 

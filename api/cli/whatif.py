@@ -26,12 +26,13 @@ from typing import Any, Literal
 
 import click
 
+from api.cli.context import FiniteRange
 from models.errors import InvalidInput, SluiceError, Unavailable, error_from_code
 from models.snapshot import Snapshot
 
 TIME_LIMIT = click.option(
     "--time-limit",
-    type=click.FloatRange(min=0.01),
+    type=FiniteRange(min=0.01),
     default=5.0,
     show_default=True,
     help="Each tick's solver time limit in seconds.",

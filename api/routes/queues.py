@@ -34,7 +34,10 @@ def list_queues(
     store: StoreDep,
     ticker: TickerDep,
     _: PrincipalDep,
-    pool: Annotated[list[str] | None, Query(description="only queues in these pools")] = None,
+    # A list, never null: a query string has no null, and the document says what it takes.
+    pool: Annotated[
+        list[str], Query(default_factory=list, description="only queues in these pools")
+    ],
 ) -> list[QueuePublic]:
     return queue_views(store, ticker, pool)
 

@@ -10,31 +10,45 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from api.errors import invalid_from_validation
 from api.store.records import ReportedOutcome
-from models.errors import ErrorCode
+from models.errors import ErrorCode, InvalidInput
+from models.snapshot import Strict
 
 M = TypeVar("M", bound=BaseModel)
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN, examples=["research"])]
+
+
+def _no_true_or_false(value: Any) -> Any:
+    """`true`/`false` as a quantity or count: pydantic's lax mode would read them as 1 and 0
+    before the domain model's parser could refuse them (found by the schemathesis run)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, bool):
+                raise InvalidInput(f"{key}: true/false where a value is expected", field=key)
+    return value
+
+
 Quantities = Annotated[
     dict[str, str | int],
+    BeforeValidator(_no_true_or_false),
     Field(
         description="resource -> Kubernetes quantity", examples=[{"cpu": "512", "memory": "4Ti"}]
     ),
 ]
 DeviceCounts = Annotated[
     dict[str, int],
+    BeforeValidator(_no_true_or_false),
     Field(description="device (H100, nvidia-t4, A100/1g.5gb) -> count", examples=[{"H100": 48}]),
 ]
 
 
-class Body(BaseModel):
-    """A request body; an unknown field is refused, so a misspelt one is not silently dropped."""
-
-    model_config = ConfigDict(extra="forbid")
+class Body(Strict):
+    """A request body; an unknown field is refused, so a misspelt one is not silently dropped,
+    and true/false is no number (see Strict)."""
 
 
 def to_domain(model: type[M], data: dict[str, Any], where: tuple[str | int, ...]) -> M:

@@ -131,3 +131,54 @@ def test_environment_replicas_are_bounded(tmp_path: Path) -> None:
     with service(tmp_path) as svc:
         body = {"replicas": 2**40, "resources": {"cpu": "1"}}
         _refused(*svc.error("PUT", "/environments/e", body), "replicas", "4096")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", "/queues", {"name": "q", "max_gpus": False}, "max_gpus"),
+        ("POST", "/queues", {"name": "q", "depth": True}, "depth"),
+        ("PATCH", "/queues/default", {"max_gpus": False}, "max_gpus"),
+        (
+            "POST",
+            "/actions",
+            {"id": "a", "containers": [{"resources": {"cpu": "1"}, "gpu": False}]},
+            "containers.0.gpu",
+        ),
+        ("PUT", "/environments/e", {"queue": "default", "gpu": True}, "gpu"),
+        (
+            "POST",
+            "/actions",
+            {"id": "a", "containers": [{"resources": {"cpu": "1", "memory": False}}]},
+            "containers.0.resources.memory",
+        ),
+        (
+            "POST",
+            "/queues",
+            {"name": "q", "max_accelerators": {"H100": True}},
+            "max_accelerators.H100",
+        ),
+        (
+            "PUT",
+            "/clusters/x",
+            {
+                "name": "x",
+                "node_pools": [
+                    {"name": "p", "node": {"cpu": "8", "memory": "8Gi"}, "nodes": 1,
+                     "max_nodes": False}
+                ],
+            },
+            "node_pools.0.max_nodes",
+        ),
+    ],
+)  # fmt: skip
+def test_true_or_false_is_no_number(
+    tmp_path: Path, method: str, path: str, body: dict[str, Any], field: str
+) -> None:
+    """The document says integer, and pydantic's lax mode read `false` as 0 (`max_gpus: false`
+    became a cap of 0 GPUs, 200/201); found by the schemathesis run
+    (tests/api/test_fuzz_schema.py). Now a 400 naming the field."""
+    with service(tmp_path) as svc:
+        status, error = svc.error(method, path, body)
+        assert (status, error["code"], error["field"]) == (400, "INVALID_ARGUMENT", field), error
+        assert "true/false" in error["message"]

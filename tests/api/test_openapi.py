@@ -63,3 +63,37 @@ def test_a_body_that_is_not_json_names_body(tmp_path: Path) -> None:
             "/actions", content=deep, headers={"content-type": "application/json"}
         )
         assert (response.status_code, response.json()["field"]) == (400, "body")
+
+
+def test_a_list_in_the_query_is_documented_as_a_list(tmp_path: Path) -> None:
+    """Issue: "For that the OpenAPI document must tell the truth": a query string has no null,
+    so `pool` is a list of names (empty: every pool), not "a list or null" (found by the
+    schemathesis run, tests/api/test_fuzz_schema.py)."""
+    document = _document(tmp_path)
+    for path in ("/queues", "/watch/queues"):
+        (pool,) = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == "pool"]
+        assert pool["schema"]["type"] == "array" and "anyOf" not in pool["schema"], path
+    (tmp_path / "again").mkdir()
+    with service(tmp_path / "again") as svc:
+        svc.ok("POST", "/queues", {"name": "a", "pool": "p"}, status=201)
+        svc.ok("POST", "/queues", {"name": "b", "pool": "q"}, status=201)
+        assert {"a", "b"} <= {q["name"] for q in svc.ok("GET", "/queues")}
+        assert [q["name"] for q in svc.ok("GET", "/queues?pool=q")] == ["b"]
+        stream = svc.http.get("/watch/queues?pool=p&limit=1").text
+        assert '"name":"a"' in stream.replace(" ", "") and '"b"' not in stream
+
+
+def test_a_node_shape_is_documented_as_it_is_given(tmp_path: Path) -> None:
+    """Issue: "For that the OpenAPI document must tell the truth": a node's quantities are
+    given as spellings or integers, and its resources may be null (none); the document said
+    integers only and a map only (found by the schemathesis run)."""
+    document = _document(tmp_path)
+    shape = document["components"]["schemas"]["NodeShape-Input"]["properties"]
+    quantity = {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    assert {k: v for k, v in shape["cpu"].items() if k != "title"} == quantity
+    assert shape["resources"]["anyOf"][1] == {"type": "null"}
+    assert shape["resources"]["anyOf"][0]["additionalProperties"] == quantity
+    (tmp_path / "again").mkdir()
+    with service(tmp_path / "again") as svc:
+        pool = {"name": "p", "node": {"cpu": "8", "memory": 2**30, "resources": None}, "nodes": 1}
+        svc.ok("PUT", "/clusters/x", {"name": "x", "node_pools": [pool]})

@@ -108,6 +108,23 @@ def test_every_error_has_the_same_shape(svc: Service) -> None:
     assert "/queues/{name}" in svc.http.get("/openapi.json").json()["paths"]
 
 
+@pytest.mark.service(cluster=None)
+def test_a_method_the_path_does_not_allow_names_those_it_does(svc: Service) -> None:
+    """A 405 carries `Allow` (RFC 9110: "The origin server MUST generate an Allow header field
+    in a 405 response"); the error handler dropped the header Starlette sets (found by the
+    schemathesis run, tests/api/test_fuzz_schema.py)."""
+    response = svc.http.request("TRACE", "/queues")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, HEAD, POST"  # one route per method in FastAPI
+    response = svc.http.delete("/actions")
+    assert response.headers["allow"] == "GET, HEAD, POST"
+    response = svc.http.put("/queues/research")
+    assert response.headers["allow"] == "DELETE, GET, HEAD, PATCH"
+    # The literal template wins over one with a parameter, as in the document.
+    assert svc.http.put("/actions/batch").headers["allow"] == "POST"
+    assert response.json()["code"] == "INVALID_ARGUMENT"
+
+
 def test_a_failing_tick_is_logged_and_the_loop_goes_on(tmp_path: Path) -> None:
     calls = {"n": 0}
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
-from api.cli.service import is_loopback
+from api.cli.service import is_loopback, serve
 from api.store.records import Phase
 from models.result import TickResult
 from models.snapshot import Action, Queue, Snapshot
@@ -135,3 +137,58 @@ def test_the_ticker_counts_an_overtaken_tick_and_replans(tmp_path: Path) -> None
         assert svc.ok("GET", "/healthz")["status"] == "ok"
         svc.tick()
         assert [r.action.id for r in store.list_actions(phase=Phase.SCHEDULED).items] == ["a0"]
+
+
+@pytest.mark.slow
+def test_the_guard_and_stream_settings_are_options_of_serve(tmp_path: Path) -> None:
+    """Issue: "reject bodies over a configurable limit (default 16 MiB) with 413"; "cap
+    concurrent watchers (configurable), send keep-alive comments so proxies do not cut idle
+    streams": `--max-body-bytes`, `--max-watchers` and `--watch-keepalive` set them."""
+    server = start_server(
+        tmp_path / "options.db",
+        period_s=3600.0,  # no tick during the test: what reaches the stream is a keep-alive
+        extra=["--max-body-bytes", "2048", "--max-watchers", "1", "--watch-keepalive", "1"],
+    )
+    try:
+        refused = httpx.post(f"{server.url}/actions", content=b"x" * 4096)
+        assert (refused.status_code, refused.json()["code"]) == (413, "REQUEST_TOO_LARGE")
+        assert "2,048 bytes" in refused.json()["message"]
+        with httpx.stream("GET", f"{server.url}/watch/queues", timeout=10) as stream:
+            lines = stream.iter_lines()
+            assert next(lines).startswith("event: queues")
+            assert httpx.get(f"{server.url}/watch/queues").status_code == 429
+            started = time.monotonic()
+            assert ": keep-alive" in [next(lines) for _ in range(4)]
+            assert time.monotonic() - started < 5
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("--max-body-bytes", "1023", "1024<=x<=1073741824"),
+        ("--max-body-bytes", "1073741825", "1024<=x<=1073741824"),
+        ("--max-watchers", "0", "1<=x<=1024"),
+        ("--max-watchers", "1025", "1<=x<=1024"),
+        ("--watch-keepalive", "0.5", "1.0<=x<=300.0"),
+        ("--watch-keepalive", "inf", "1.0<=x<=300.0"),
+        # nan compares false with both bounds: a plain FloatRange let it through, and
+        # `--period nan` stopped with INTERNAL: ValidationError.
+        ("--watch-keepalive", "nan", "'nan' is not a finite number"),
+        ("--period", "nan", "'nan' is not a finite number"),
+        ("--period", "inf", "'inf' is not a finite number"),
+        ("--time-limit", "nan", "'nan' is not a finite number"),
+    ],
+)
+def test_serve_options_out_of_their_bounds_are_refused(
+    tmp_path: Path, option: str, value: str, allowed: str
+) -> None:
+    """Issue: "Bound every quantity, count and integer setting where it is parsed": out of
+    range (or not a number at all), serve stops with a usage error naming the option before
+    it opens the store, never INTERNAL."""
+    db = tmp_path / "bounded.db"
+    result = CliRunner().invoke(serve, ["--db", str(db), option, value])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in result.output and allowed in result.output
+    assert not db.exists()

@@ -173,3 +173,22 @@ def test_arrow_tables_out_of_range_name_table_row_column_and_limit(
     with pytest.raises(InvalidInput) as raised:
         snapshot_from_tables(change(_tables()))
     assert message in raised.value.message
+
+
+@pytest.mark.parametrize(
+    "where",
+    [("queues", 0, "max_gpus"), ("queues", 0, "depth"), ("clusters", 0, "node_pools", 0, "nodes")],
+)
+def test_a_scenario_file_with_true_or_false_for_a_number_names_the_field(
+    tmp_path: Path, where: tuple[Any, ...]
+) -> None:
+    """YAML `false` is no number either (pydantic's lax mode read it as 0)."""
+
+    def change(data: Any) -> None:
+        for part in where[:-1]:
+            data = data[part]
+        data[where[-1]] = False
+
+    with pytest.raises(InvalidInput) as raised:
+        load_scenario(_scenario(tmp_path, change))
+    assert where[-1] in raised.value.message and "true/false" in raised.value.message
