@@ -96,4 +96,4 @@ def test_a_node_shape_is_documented_as_it_is_given(tmp_path: Path) -> None:
     (tmp_path / "again").mkdir()
     with service(tmp_path / "again") as svc:
         pool = {"name": "p", "node": {"cpu": "8", "memory": 2**30, "resources": None}, "nodes": 1}
-        svc.ok("PUT", "/clusters/x", {"name": "x", "node_pools": [pool]})
+        svc.ok("PUT", "/clusters/x", {"name": "x", "node_pools": [pool]}, status=201)
