@@ -44,6 +44,7 @@ def _corrupted_snapshot(tmp_path: Path) -> Path:
     return directory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
     [
@@ -66,6 +67,7 @@ def test_a_corrupted_arrow_file_is_invalid_argument_naming_file_and_table(
     assert "(table containers)" in result.stderr
 
 
+@pytest.mark.slow
 def test_solve_on_deep_or_overflowing_yaml_is_invalid_argument(tmp_path: Path) -> None:
     """Issue: "`sluice solve` on a deeply nested YAML prints `INTERNAL: RecursionError`; an
     overflowing quantity prints `INTERNAL: OverflowError` without a field. Both must be clear

@@ -167,6 +167,7 @@ def test_cli_blocked_banner_and_table_mark(svc: Service) -> None:
     assert "waiting:" in out
 
 
+@pytest.mark.slow
 def test_cli_errors_are_code_and_message_on_stderr(svc: Service) -> None:
     client = svc.client()
     code, out, err = _cli(client, "get", "queue", "nope")

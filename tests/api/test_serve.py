@@ -32,6 +32,7 @@ def _serve(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_second_server_on_the_same_file_refuses_to_start(tmp_path: Path) -> None:
     """Issue: "A second server on the same file must refuse to start (an exclusive lock held
     for the process's life, released by the OS on kill -9), with a message saying which
@@ -56,6 +57,7 @@ def test_a_second_server_on_the_same_file_refuses_to_start(tmp_path: Path) -> No
         first.stop()
 
 
+@pytest.mark.slow
 def test_an_open_server_refuses_a_network_address(tmp_path: Path) -> None:
     """Issue: "Refuse to listen on a non-loopback address without an auth file unless
     `--insecure` is given; say so in the startup banner." """

@@ -65,6 +65,7 @@ def test_the_same_tick_gives_the_same_answer_idle_and_with_both_cores_busy() -> 
     assert timeless(loaded) == timeless(idle)
 
 
+@pytest.mark.slow
 def test_a_wall_clock_guard_is_off_by_default_and_flagged_apart_when_it_cuts() -> None:
     # "If the service needs a wall-clock guard to keep its period, it is a service setting,
     # it is off for `sluice solve`, what-if and explanations, and a tick cut by it says so in
