@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from models.arrow.schema import TRACE
+from models.arrow.tables import write_tables
 from models.errors import InvalidInput, SluiceError
 from models.trace import MAX_TRACE_ROWS, TraceRow
 
@@ -51,11 +52,13 @@ def read_trace(path: str | Path) -> list[TraceRow]:
 
 
 def write_trace(rows: list[TraceRow], path: str | Path) -> None:
-    """An Arrow IPC file of the trace schema (what `sluice replay convert` writes)."""
+    """An Arrow IPC file of the trace schema (what `sluice replay convert` writes); its name
+    ends in `.arrow`."""
+    path = Path(path)
+    if path.suffix != ".arrow":
+        raise InvalidInput(f"{path}: a trace is written as NAME.arrow", field="out")
     columns = {name: [getattr(row, name) for row in rows] for name in TRACE.names}
-    table = pa.Table.from_pydict(columns, schema=TRACE)
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, TRACE) as writer:
-        writer.write_table(table)
+    write_tables({path.stem: pa.Table.from_pydict(columns, schema=TRACE)}, path.parent)
 
 
 def _read_table(path: Path) -> pa.Table:

@@ -98,6 +98,7 @@ def replay(
     options = options or ReplayOptions()
     if not options.event_driven and not (0 < options.period_s < math.inf):
         raise InvalidInput(f"period {options.period_s}s: give a positive period", field="period")
+    check_trace(fleet, trace)
     start = _trace_start(fleet, trace)
     arrivals = sorted(
         ((row.action(start), row.duration_s) for row in trace),
@@ -168,6 +169,20 @@ def replay(
             break
         now = _next_tick(now, start, options, arrivals, next_arrival, queued, running)
     return Replay(start, list(records.values()), ticks, gpu_capacity, cpu_capacity, now)
+
+
+def check_trace(fleet: Snapshot, trace: Sequence[TraceRow]) -> None:
+    """Every row's queue and environment exist in the fleet (row numbers as in the file)."""
+    queues = {queue.name for queue in fleet.queues}
+    environments = {env.name: env.queue for env in fleet.environments}
+    for index, row in enumerate(trace):
+        if row.queue not in queues:
+            raise InvalidInput(f"trace row {index}: unknown queue {row.queue!r}", field="queue")
+        if row.environment is not None and environments.get(row.environment) != row.queue:
+            raise InvalidInput(
+                f"trace row {index}: queue {row.queue} has no environment {row.environment!r}",
+                field="environment",
+            )
 
 
 def _trace_start(fleet: Snapshot, trace: Sequence[TraceRow]) -> datetime:
