@@ -180,7 +180,9 @@ class SqliteTriggers(SqliteFile):
                     )
             for at in times.on_time:
                 firings.append(
-                    self._submit_run(conn, trigger, seq, at, now, FiringOutcome.FIRED, 0, "on time")
+                    self._submit_run(
+                        conn, trigger, seq, at, now, FiringOutcome.FIRED, 0, "on time"
+                    )
                 )
             conn.executemany(
                 "INSERT INTO trigger_firings (trigger_seq, scheduled_for, fired_at, outcome,"
