@@ -96,8 +96,7 @@ def test_a_body_within_the_limit_is_served(tmp_path: Path) -> None:
         response = http.post("/actions/batch", json=big)
         assert (response.status_code, response.json()["code"]) == (413, "REQUEST_TOO_LARGE")
         response = http.post(
-            "/actions/batch",
-            content=iter([b"{" + b" " * LIMIT, b"}"]),
+            "/actions/batch", content=iter([b"{" + b" " * LIMIT, b"}"]),
             headers={"content-type": "application/json"},
         )
         assert response.status_code == 413

@@ -226,7 +226,8 @@ def test_status_turns_invalid_with_its_reason_and_back(svc: Service) -> None:
     assert (queue["state"], queue["status"]) == ("ENABLED", "INVALID")
     assert "has no quota_share_policy" in queue["reason"]
     assert (
-        "quota share project-a limits ml.g5.xlarge, which service environment" in (queue["reason"])
+        "quota share project-a limits ml.g5.xlarge, which service environment"
+        in (queue["reason"])
     )
     _submit(svc, "a-1", "project-a")
     svc.tick()
@@ -442,7 +443,9 @@ def test_cli_creates_shows_and_submits(svc: Service) -> None:
     )
     code, _, err = _cli(svc, bad)
     assert code == 1
-    assert err.startswith("INVALID_ARGUMENT: quota_shares.1.borrow_limit: quota share project-b")
+    assert err.startswith(
+        "INVALID_ARGUMENT: quota_shares.1.borrow_limit: quota share project-b"
+    )
     code, _, err = _cli(svc, "create job-queue bad --share x:SHARE:ml.g5.xlarge=1")
     assert (code, err.split(":")[0]) == (1, "INVALID_ARGUMENT")
     code, out, _ = _cli(svc, "get job a-2")

@@ -28,7 +28,6 @@ from models.snapshot import Cluster
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 
-
 @dataclass
 class Service:
     """An app running in-process. Its loop ticks once at start; `tick()` runs one more."""
