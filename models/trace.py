@@ -95,3 +95,18 @@ class TraceRow(Strict):
             ),
             deadline=None if self.deadline_s is None else timedelta(seconds=self.deadline_s),
         )
+
+
+def check_trace_rows(source: str, rows: list[TraceRow]) -> None:
+    """Across rows: unique ids, and one form of submit time for the whole trace."""
+    seen: set[str] = set()
+    for index, row in enumerate(rows):
+        if row.id in seen:
+            raise InvalidInput(f"{source}: row {index}, column id: {row.id!r} again", field="id")
+        seen.add(row.id)
+        if (row.submit_s is None) != (rows[0].submit_s is None):
+            raise InvalidInput(
+                f"{source}: row {index}, column submit_s: row 0 uses the other form of submit time"
+                " (submit_s or submitted_at); use one form for the whole trace",
+                field="submit_s",
+            )

@@ -80,7 +80,7 @@ def replay_command(
     from models.arrow.tables import write_tables
     from models.arrow.trace import read_trace
     from solver import TickOptions
-    from solver.replay.simulate import ReplayOptions, check_trace, replay
+    from solver.replay.simulate import ReplayOptions, check_against_fleet, replay
     from solver.replay.summary import replay_tables, summarize, summary_text
     from solver.whatif.compare import load_snapshot
 
@@ -98,7 +98,7 @@ def replay_command(
     )
     rows = read_trace(trace)
     start = load_snapshot(fleet)
-    check_trace(start, rows)  # before the progress bar, so a refusal is the only output
+    check_against_fleet(start, rows)  # before the progress bar, so a refusal is the only output
     with click.progressbar(length=1000, label="replaying", file=sys.stderr) as bar:
 
         def advance(fraction: float) -> None:
@@ -132,3 +132,82 @@ def _require_matplotlib() -> None:
         raise InvalidInput(
             f"--report draws with matplotlib, which is not installed: {REPORT_INSTALL}"
         ) from None
+
+
+@convert_group.command("alibaba")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The trace to write (NAME.arrow).",
+)
+@click.option(
+    "--fleet-out",
+    type=click.Path(path_type=Path),
+    help="Also write the trace's fleet and queues as an Arrow snapshot directory (--fleet).",
+)
+def convert_alibaba(out: Path, fleet_out: Path | None) -> None:
+    """The Alibaba GPU trace's openb pods (found as the benchmark finds them: $SLUICE_DATA)."""
+    from fixtures.generators.alibaba import replay_fleet, replay_trace
+    from models.arrow.tables import write_snapshot
+    from models.arrow.trace import write_trace
+
+    _check_free(out)
+    if fleet_out is not None:
+        _check_free(fleet_out)
+    rows = replay_trace()
+    with staged(out) as target:
+        write_trace(rows, target)
+    if fleet_out is not None:
+        with staged(fleet_out) as target:
+            write_snapshot(replay_fleet(), target)
+    click.echo(f"{len(rows)} actions -> {out}")
+
+
+@convert_group.command("csv")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="NAME.arrow.")
+@click.option("--submit", default="submit", show_default=True, help="Submit time column.")
+@click.option("--duration", default="duration", show_default=True, help="Duration column.")
+@click.option("--gpus", default="gpus", show_default=True, help="GPU column ('' for none).")
+@click.option("--cpus", default="cpus", show_default=True, help="CPU column ('' for none).")
+@click.option("--memory", default="memory", show_default=True, help="Memory column ('' none).")
+@click.option("--queue", default="queue", show_default=True, help="Queue (or user) column.")
+@click.option("--id", "id_column", help="Job id column; without it jobs are job-<row>.")
+@click.option(
+    "--memory-unit",
+    default="Gi",
+    show_default=True,
+    help="Unit of a bare memory number (Gi, Mi, G, ...).",
+)
+def convert_csv(
+    source: Path,
+    out: Path,
+    submit: str,
+    duration: str,
+    gpus: str,
+    cpus: str,
+    memory: str,
+    queue: str,
+    id_column: str | None,
+    memory_unit: str,
+) -> None:
+    """A generic job CSV, one job a row (docs/replay.md)."""
+    from fixtures.generators.job_csv import JobColumns, job_csv_trace
+    from models.arrow.trace import write_trace
+
+    _check_free(out)
+    columns = JobColumns(
+        submit=submit,
+        duration=duration,
+        gpus=gpus or None,
+        cpus=cpus or None,
+        memory=memory or None,
+        queue=queue,
+        id=id_column,
+        memory_unit=memory_unit,
+    )
+    rows = job_csv_trace(source, columns)
+    with staged(out) as target:
+        write_trace(rows, target)
+    click.echo(f"{len(rows)} actions -> {out}")

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from models.arrow.schema import TRACE
 from models.arrow.tables import write_tables
 from models.errors import InvalidInput, SluiceError
-from models.trace import MAX_TRACE_ROWS, TraceRow
+from models.trace import MAX_TRACE_ROWS, TraceRow, check_trace_rows
 
 _TEXT_COLUMNS = {f.name: pa.string() for f in TRACE if pa.types.is_string(f.type)}
 
@@ -47,7 +47,7 @@ def read_trace(path: str | Path) -> list[TraceRow]:
                 f"{path}: column {field.name}: not {field.type} ({error})", field=field.name
             ) from None
     rows = [_row(path, index, row) for index, row in enumerate(table.to_pylist())]
-    _check_trace(path, rows)
+    check_trace_rows(str(path), rows)
     return rows
 
 
@@ -90,17 +90,3 @@ def _row(path: Path, index: int, row: dict[str, object]) -> TraceRow:
         raise InvalidInput(
             f"{path}: row {index}, column {error.field}: {error.message}", field=error.field
         ) from None
-
-
-def _check_trace(path: Path, rows: list[TraceRow]) -> None:
-    seen: set[str] = set()
-    for index, row in enumerate(rows):
-        if row.id in seen:
-            raise InvalidInput(f"{path}: row {index}, column id: {row.id!r} again", field="id")
-        seen.add(row.id)
-        if (row.submit_s is None) != (rows[0].submit_s is None):
-            raise InvalidInput(
-                f"{path}: row {index}, column submit_s: row 0 uses the other form of submit time"
-                " (submit_s or submitted_at); use one form for the whole trace",
-                field="submit_s",
-            )

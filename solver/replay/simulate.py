@@ -28,6 +28,7 @@ from solver.tick import TickOptions, tick
 SUCCEEDED = "succeeded"
 STILL_RUNNING = "running"
 STILL_QUEUED = "queued"
+NOT_ARRIVED = "not_arrived"  # submitted after the replay stopped (--until)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class ActionRecord:
     duration_s: float
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    outcome: str = STILL_QUEUED
+    outcome: str = NOT_ARRIVED
 
     @property
     def waited_s(self) -> float | None:
@@ -98,7 +99,7 @@ def replay(
     options = options or ReplayOptions()
     if not options.event_driven and not (0 < options.period_s < math.inf):
         raise InvalidInput(f"period {options.period_s}s: give a positive period", field="period")
-    check_trace(fleet, trace)
+    check_against_fleet(fleet, trace)
     start = _trace_start(fleet, trace)
     arrivals = sorted(
         ((row.action(start), row.duration_s) for row in trace),
@@ -127,6 +128,7 @@ def replay(
             settled += 1
         while next_arrival < len(arrivals) and arrivals[next_arrival][0].submitted_at <= now:
             queued.append(arrivals[next_arrival][0])
+            records[arrivals[next_arrival][0].id].outcome = STILL_QUEUED
             next_arrival += 1
         snapshot = fleet.model_copy(
             update={
@@ -171,7 +173,7 @@ def replay(
     return Replay(start, list(records.values()), ticks, gpu_capacity, cpu_capacity, now)
 
 
-def check_trace(fleet: Snapshot, trace: Sequence[TraceRow]) -> None:
+def check_against_fleet(fleet: Snapshot, trace: Sequence[TraceRow]) -> None:
     """Every row's queue and environment exist in the fleet (row numbers as in the file)."""
     queues = {queue.name for queue in fleet.queues}
     environments = {env.name: env.queue for env in fleet.environments}

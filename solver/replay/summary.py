@@ -12,7 +12,14 @@ import numpy as np
 import pyarrow as pa
 
 from models.arrow.schema import REPLAY_ACTIONS, REPLAY_TICKS
-from solver.replay.simulate import STILL_QUEUED, STILL_RUNNING, SUCCEEDED, ActionRecord, Replay
+from solver.replay.simulate import (
+    NOT_ARRIVED,
+    STILL_QUEUED,
+    STILL_RUNNING,
+    SUCCEEDED,
+    ActionRecord,
+    Replay,
+)
 
 OVERALL = "(all)"
 PERCENTILES = (50, 90, 99)
@@ -120,6 +127,7 @@ def _queue_summary(actions: list[ActionRecord], head_blocked_s: float) -> dict[s
         "succeeded": outcomes.pop(SUCCEEDED, 0),
         "running": outcomes.pop(STILL_RUNNING, 0),
         "queued": outcomes.pop(STILL_QUEUED, 0),
+        "not_arrived": outcomes.pop(NOT_ARRIVED, 0),
         "failed": dict(sorted(outcomes.items())),
         "wait_s": {
             f"p{p}": float(np.percentile(waits, p)) if waits.size else None for p in PERCENTILES
