@@ -21,6 +21,8 @@ from api.cli.whatif import TIME_LIMIT, _check_free, _WhatifGroup, staged
 from models.errors import InvalidInput
 from models.fields import parse_duration
 
+BASELINE = "baseline"
+VARIANT = "variant"
 REPORT_INSTALL = "pip install 'sluice[report]'  (or, in a checkout: pip install -e '.[report]')"
 
 
@@ -58,6 +60,27 @@ def replay_group() -> None:
     help="Tick at each batch of arrivals, ends and expiries instead of every --period.",
 )
 @click.option("--until", help="Stop at this much simulated time from the trace start (12h).")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="PATH=VALUE",
+    help="Change the fleet as `sluice whatif --set` does (queue.NAME.FIELD=VALUE, ...).",
+)
+@click.option(
+    "--drop",
+    "drops",
+    multiple=True,
+    nargs=2,
+    metavar="KIND NAME",
+    help="Lose capacity as `sluice whatif --drop` does: `cluster NAME` or `node_pool C/P`.",
+)
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="Replay the fleet as given and as changed by --set/--drop, side by side: DIR/baseline/"
+    " and DIR/variant/ tables, both summaries and one report.",
+)
 @TIME_LIMIT
 @click.option("--report", is_flag=True, help="Also draw report.png (needs the `report` extra).")
 @click.option(
@@ -72,6 +95,9 @@ def replay_command(
     period: str,
     event_driven: bool,
     until: str | None,
+    sets: tuple[str, ...],
+    drops: tuple[tuple[str, str], ...],
+    compare: bool,
     time_limit: float,
     report: bool,
     out: Path,
@@ -82,9 +108,11 @@ def replay_command(
     from solver import TickOptions
     from solver.replay.simulate import ReplayOptions, check_against_fleet, replay
     from solver.replay.summary import replay_tables, summarize, summary_text
-    from solver.whatif.compare import load_snapshot
+    from solver.whatif.compare import apply_changes, load_snapshot, parse_changes
 
     _check_free(out)
+    if compare and not (sets or drops):
+        raise InvalidInput("--compare needs at least one --set or --drop", field="compare")
     if report:
         _require_matplotlib()
     period_s = _seconds(period, "--period") or 0.0
@@ -98,25 +126,46 @@ def replay_command(
     )
     rows = read_trace(trace)
     start = load_snapshot(fleet)
-    check_against_fleet(start, rows)  # before the progress bar, so a refusal is the only output
-    with click.progressbar(length=1000, label="replaying", file=sys.stderr) as bar:
+    changes = parse_changes(sets, drops)
+    variants = {BASELINE: start} if compare or not changes else {}
+    if changes:
+        variants[VARIANT if compare else BASELINE] = apply_changes(start, changes)
+    for snapshot in variants.values():
+        check_against_fleet(snapshot, rows)  # before the progress bar: a refusal is all output
+    results = {}
+    for name, snapshot in variants.items():
+        label = f"replaying {name}" if len(variants) > 1 else "replaying"
+        with click.progressbar(length=1000, label=label, file=sys.stderr) as bar:
 
-        def advance(fraction: float) -> None:
-            bar.update(int(fraction * 1000) - bar.pos)
+            def advance(fraction: float) -> None:
+                bar.update(int(fraction * 1000) - bar.pos)
 
-        result = replay(start, rows, options, advance)
-    summary = summarize(result)
-    text = summary_text(summary)
+            results[name] = replay(snapshot, rows, options, advance)
+    summaries = {name: summarize(result) for name, result in results.items()}
+    texts = {name: summary_text(summary) for name, summary in summaries.items()}
+    if len(results) > 1:
+        changed = "; ".join(change.text for change in changes)
+        text = "".join(
+            f"== {name}{f' ({changed})' if name == VARIANT else ''}\n{body}\n"
+            for name, body in texts.items()
+        )
+    else:
+        text = texts[BASELINE]
     with staged(out) as target:
-        write_tables(replay_tables(result), target)
-        (target / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        if len(results) > 1:
+            for name, result in results.items():
+                write_tables(replay_tables(result), target / name)
+            written: object = summaries
+        else:
+            write_tables(replay_tables(results[BASELINE]), target)
+            written = summaries[BASELINE]
+        (target / "summary.json").write_text(json.dumps(written, indent=2) + "\n")
         (target / "summary.txt").write_text(text)
         if report:
             from solver.replay.picture import draw_report
 
-            draw_report(
-                result, f"sluice replay {trace.name} on {fleet.name}", target / "report.png"
-            )
+            title = f"sluice replay {trace.name} on {fleet.name}"
+            draw_report(results, title, target / "report.png")
     click.echo(text, nl=False)
 
 

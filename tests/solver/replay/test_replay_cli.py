@@ -110,3 +110,49 @@ def test_bad_input_is_one_line(
     assert output.startswith("INVALID_ARGUMENT: ") and expected in output
     assert "Traceback" not in output
     assert not out.exists()
+
+
+def test_compare_replays_the_fleet_as_given_and_as_changed(
+    trace: Path, fleet_file: Path, tmp_path: Path
+) -> None:
+    """With the strict queue made greedy_capacity its head is never reported blocked: the
+    variant's head-blocked time is 0 where the baseline's is 60 s."""
+    out = tmp_path / "out"
+    change = "queue.strict.scheduling=greedy_capacity"
+    args = ["--fleet", str(fleet_file), "--compare", "--set", change, "--out", str(out)]
+    code, output = _replay(str(trace), *args)
+    assert code == 0, output
+    assert f"== variant ({change})" in output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "baseline",
+        "summary.json",
+        "summary.txt",
+        "variant",
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["baseline"]["queues"]["strict"]["head_blocked_s"] == 60.0
+    assert summary["variant"]["queues"]["strict"]["head_blocked_s"] == 0.0
+    assert (out / "variant" / "replay_actions.arrow").is_file()
+
+
+def test_set_without_compare_replays_the_changed_fleet(
+    trace: Path, fleet_file: Path, tmp_path: Path
+) -> None:
+    """Capping the strict queue at 2 H100s fails a (4 of them) at its arrival: b starts when
+    it arrives at 10 s, c at 60 s when b ends (waited 40 s), d in its own queue at 30 s."""
+    out = tmp_path / "out"
+    args = ["--fleet", str(fleet_file), "--event-driven", "--out", str(out)]
+    code, output = _replay(str(trace), *args, "--set", "queue.strict.max_accelerators.H100=2")
+    assert code == 0, output
+    actions = pa.ipc.open_file(str(out / "replay_actions.arrow")).read_all()
+    assert actions["started_at"][0].as_py() is None
+    assert actions["outcome"][0].as_py() not in ("succeeded", "running", "queued")
+    assert actions["waited_s"].to_pylist() == [0.0, 0.0, 40.0, 0.0]
+
+
+def test_compare_needs_a_change(trace: Path, fleet_file: Path, tmp_path: Path) -> None:
+    code, output = _replay(
+        str(trace), "--fleet", str(fleet_file), "--compare", "--out", str(tmp_path / "o")
+    )
+    assert code == 1
+    assert output == "INVALID_ARGUMENT: --compare needs at least one --set or --drop\n"
