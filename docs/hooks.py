@@ -221,6 +221,7 @@ def _schema_groups(module: Any) -> list[tuple[str, dict[str, pa.Schema]]]:
     quota_snapshot: dict[str, pa.Schema] = module.QUOTA_SNAPSHOT_TABLES
     result: dict[str, pa.Schema] = module.RESULT_TABLES
     comparison: dict[str, pa.Schema] = module.COMPARISON_TABLES
+    replay: dict[str, pa.Schema] = module.REPLAY_TABLES
     grouped = [
         (
             "Snapshot tables: capped queues",
@@ -236,6 +237,7 @@ def _schema_groups(module: Any) -> list[tuple[str, dict[str, pa.Schema]]]:
             {n: s for n, s in result.items() if n.startswith("quota_")},
         ),
         ("What-if comparison tables", dict(comparison)),
+        ("Replay: the trace and the tables written", {"trace": module.TRACE} | replay),
     ]
     seen = {id(schema) for _, group in grouped for schema in group.values()}
     rest = {
@@ -248,7 +250,7 @@ def _schema_groups(module: Any) -> list[tuple[str, dict[str, pa.Schema]]]:
 
 
 def _version(module: Any, schema: pa.Schema) -> str:
-    for key in (module.SNAPSHOT_VERSION_KEY, module.RESULT_VERSION_KEY):
+    for key in (module.SNAPSHOT_VERSION_KEY, module.RESULT_VERSION_KEY, module.TRACE_VERSION_KEY):
         if key in schema.metadata:
             return f"`{key.decode()}` = `{schema.metadata[key].decode()}`"
     return "none"

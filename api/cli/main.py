@@ -18,6 +18,7 @@ import click
 from api.cli import job_queues, queues, triggers
 from api.cli.context import Remote, SluiceGroup
 from api.cli.explain import explain_command
+from api.cli.replay import replay_group
 from api.cli.service import serve, solve_scenario
 from api.cli.whatif import snapshot_group, whatif
 from api.client import DEFAULT_URL
@@ -101,6 +102,7 @@ def _add_commands() -> None:
                 whatif,
                 snapshot_group,
                 explain_command,
+                replay_group,
             ),
         ),
         (

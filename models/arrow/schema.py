@@ -35,8 +35,10 @@ import pyarrow as pa
 
 SNAPSHOT_VERSION = "2"
 RESULT_VERSION = "2"
+TRACE_VERSION = "1"
 SNAPSHOT_VERSION_KEY = b"sluice.snapshot.version"
 RESULT_VERSION_KEY = b"sluice.result.version"
+TRACE_VERSION_KEY = b"sluice.trace.version"
 TABLE_KEY = b"sluice.table"
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -473,3 +475,55 @@ SWEEP_USAGE = _result_table(
     _required("used", pa.int64()),
     _optional("cap", pa.int64()),
 )
+
+
+# --- replay: the trace it reads, the tables it writes (solver.replay) ---------------------------
+
+TRACE = _schema(
+    "trace",  # one row per action; row order breaks ties between equal submit times
+    TRACE_VERSION_KEY,
+    TRACE_VERSION,
+    _required("id", pa.string()),
+    _required("queue", pa.string()),
+    _optional("submit_s", pa.float64()),  # seconds from the trace start ...
+    _optional("submitted_at", TIMESTAMP),  # ... or a time (one form for the whole trace)
+    _required("duration_s", pa.float64()),
+    _optional("containers", pa.int64()),  # identical containers; null: 1
+    _optional("cpu", pa.string()),  # per container, spelled as in scenario files
+    _optional("memory", pa.string()),
+    _optional("gpu", pa.string()),
+    _optional("environment", pa.string()),  # runs in this reusable pool (no requests then)
+    _optional("max_queued_time_s", pa.float64()),
+    _optional("deadline_s", pa.float64()),  # seconds after submission
+)
+
+REPLAY_ACTIONS = _result_table(
+    "replay_actions",  # one row per trace action, in trace order
+    _required("id", pa.string()),
+    _required("queue", pa.string()),
+    _required("submitted_at", TIMESTAMP),
+    _optional("started_at", TIMESTAMP),
+    _optional("finished_at", TIMESTAMP),
+    _optional("waited_s", pa.float64()),
+    _required("outcome", pa.string()),
+)
+
+REPLAY_TICKS = _result_table(
+    "replay_ticks",  # one row per simulated tick
+    _required("tick", pa.int64()),
+    _required("time", TIMESTAMP),
+    _required("queued", pa.int64()),
+    _required("running", pa.int64()),
+    _required("started", pa.int64()),
+    _required("failed", pa.int64()),
+    _required("gpu_allocated", pa.int64()),
+    _required("gpu_capacity", pa.int64()),
+    _required("cpu_allocated", pa.int64()),
+    _required("cpu_capacity", pa.int64()),
+    _required("head_blocked", pa.list_(pa.string())),
+)
+
+REPLAY_TABLES: dict[str, pa.Schema] = {
+    "replay_actions": REPLAY_ACTIONS,
+    "replay_ticks": REPLAY_TICKS,
+}

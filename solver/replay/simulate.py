@@ -1,0 +1,286 @@
+"""Replay a trace through simulated time with the real engine (solver.tick), tick by tick.
+
+Each tick sees what a service's tick would: the actions submitted by then, in arrival
+order, and the running ones with their placements. Running work ends its duration after
+its start (or at its deadline, failing DEADLINE_EXCEEDED, as the service stops running
+work whose deadline has come); the room it held is free at the first tick after that.
+The engine itself fails queued work past max_queued_time or its deadline.
+
+Ticks come every `period` of simulated time, or, event-driven, at each batch of
+arrivals, ends and expiries. Either way a stretch with nothing queued or running is
+skipped to the next arrival (on the period's grid), so an idle night costs no ticks.
+Nothing reads the wall clock: the same trace and options give the same tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from models.errors import InvalidInput
+from models.result import TickResult
+from models.snapshot import Action, ActionState, Container, Environment, Snapshot
+from models.trace import TraceRow
+from solver.tick import TickOptions, tick
+
+SUCCEEDED = "succeeded"
+STILL_RUNNING = "running"
+STILL_QUEUED = "queued"
+NOT_ARRIVED = "not_arrived"  # submitted after the replay stopped (--until)
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    period_s: float = 60.0
+    event_driven: bool = False
+    until_s: float | None = None  # simulated seconds from the trace start; None: until done
+    tick: TickOptions = field(default_factory=TickOptions)
+
+
+@dataclass
+class ActionRecord:
+    id: str
+    queue: str
+    submitted_at: datetime
+    duration_s: float
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    outcome: str = NOT_ARRIVED
+
+    @property
+    def waited_s(self) -> float | None:
+        ended_waiting = self.started_at or (
+            self.finished_at if self.outcome not in (SUCCEEDED, STILL_RUNNING) else None
+        )
+        return (
+            None if ended_waiting is None else (ended_waiting - self.submitted_at).total_seconds()
+        )
+
+
+@dataclass(frozen=True)
+class TickRecord:
+    time: datetime
+    queued: int
+    running: int
+    started: int
+    failed: int
+    gpu_allocated: int
+    cpu_allocated: int
+    head_blocked: tuple[str, ...]
+
+
+@dataclass
+class Replay:
+    start: datetime
+    actions: list[ActionRecord]
+    ticks: list[TickRecord]
+    gpu_capacity: int
+    cpu_capacity: int
+    end: datetime  # the simulated time the replay stopped
+
+
+@dataclass
+class _Running:
+    action: Action
+    ends_at: datetime
+    outcome: str
+
+
+def replay(
+    fleet: Snapshot,
+    trace: Sequence[TraceRow],
+    options: ReplayOptions | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> Replay:
+    """Run `trace` on `fleet`'s queues, clusters and environments (its own actions are not
+    part of the replay). `progress` hears the fraction of the trace's actions settled."""
+    options = options or ReplayOptions()
+    if not options.event_driven and not (0 < options.period_s < math.inf):
+        raise InvalidInput(f"period {options.period_s}s: give a positive period", field="period")
+    check_against_fleet(fleet, trace)
+    start = _trace_start(fleet, trace)
+    arrivals = sorted(
+        ((row.action(start), row.duration_s) for row in trace),
+        key=lambda pair: pair[0].submitted_at,
+    )  # stable: rows submitted together keep the trace's order
+    records = {
+        action.id: ActionRecord(action.id, action.queue, action.submitted_at, duration)
+        for action, duration in arrivals
+    }
+    stop = None if options.until_s is None else start + timedelta(seconds=options.until_s)
+    gpu_capacity, cpu_capacity = _capacity(fleet)
+    environments = {env.name: env for env in fleet.environments}
+    queued: list[Action] = []
+    running: dict[str, _Running] = {}
+    ticks: list[TickRecord] = []
+    settled = 0
+    next_arrival = 0
+    now = start
+    while next_arrival < len(arrivals) or queued or running:
+        if stop is not None and now > stop:
+            break
+        for item in [r for r in running.values() if r.ends_at <= now]:
+            del running[item.action.id]
+            records[item.action.id].finished_at = item.ends_at
+            records[item.action.id].outcome = item.outcome
+            settled += 1
+        while next_arrival < len(arrivals) and arrivals[next_arrival][0].submitted_at <= now:
+            queued.append(arrivals[next_arrival][0])
+            records[arrivals[next_arrival][0].id].outcome = STILL_QUEUED
+            next_arrival += 1
+        snapshot = fleet.model_copy(
+            update={
+                "now": now,
+                "actions": [r.action for r in running.values()] + queued,
+                "environments": list(environments.values()),
+            }
+        )
+        result = tick(snapshot, options.tick)
+        fleet = fleet.model_copy(update={"queues": _carried_queues(fleet, result)})
+        for started in result.environments_started:
+            environments[started.environment] = environments[started.environment].model_copy(
+                update={"running": True, "placement": started.placement()}
+            )
+        done = {f.action for f in result.failed} | {s.action for s in result.scheduled}
+        by_id = {action.id: action for action in queued}
+        for scheduled in result.scheduled:
+            action = by_id[scheduled.action]
+            record = records[action.id]
+            record.started_at = now
+            record.outcome = STILL_RUNNING
+            ends_at, outcome = now + timedelta(seconds=record.duration_s), SUCCEEDED
+            deadline = action.deadline_at()
+            if deadline is not None and deadline < ends_at:
+                ends_at, outcome = deadline, "DEADLINE_EXCEEDED"
+            placed = action.model_copy(
+                update={"state": ActionState.RUNNING, "placement": scheduled.placement()}
+            )
+            running[action.id] = _Running(placed, ends_at, outcome)
+        for failed in result.failed:
+            record = records[failed.action]
+            record.finished_at = now
+            record.outcome = failed.code.value
+            settled += 1
+        queued = [action for action in queued if action.id not in done]
+        ticks.append(_tick_record(now, result, queued, running, environments))
+        if progress is not None:
+            progress(settled / max(len(arrivals), 1))
+        if _stuck(result, running, next_arrival == len(arrivals), queued):
+            break
+        now = _next_tick(now, start, options, arrivals, next_arrival, queued, running)
+    return Replay(start, list(records.values()), ticks, gpu_capacity, cpu_capacity, now)
+
+
+def check_against_fleet(fleet: Snapshot, trace: Sequence[TraceRow]) -> None:
+    """Every row's queue and environment exist in the fleet (row numbers as in the file)."""
+    queues = {queue.name for queue in fleet.queues}
+    environments = {env.name: env.queue for env in fleet.environments}
+    for index, row in enumerate(trace):
+        if row.queue not in queues:
+            raise InvalidInput(f"trace row {index}: unknown queue {row.queue!r}", field="queue")
+        if row.environment is not None and environments.get(row.environment) != row.queue:
+            raise InvalidInput(
+                f"trace row {index}: queue {row.queue} has no environment {row.environment!r}",
+                field="environment",
+            )
+
+
+def _trace_start(fleet: Snapshot, trace: Sequence[TraceRow]) -> datetime:
+    """`submit_s` counts from the fleet's `now`; timestamps start at the earliest one."""
+    stamps = [row.submitted_at for row in trace if row.submitted_at is not None]
+    return min(stamps) if stamps else fleet.now
+
+
+def _capacity(fleet: Snapshot) -> tuple[int, int]:
+    pools = [pool for cluster in fleet.clusters for pool in cluster.node_pools]
+    return (
+        sum(pool.node.accelerators * pool.full_scale for pool in pools),
+        sum(pool.node.cpu * pool.full_scale for pool in pools),
+    )
+
+
+def _carried_queues(fleet: Snapshot, result: TickResult) -> list[object]:
+    """Each queue's head_blocked_since, carried to the next tick as the service carries it."""
+    return [
+        queue.model_copy(
+            update={"head_blocked_since": result.queues[queue.name].head_blocked_since}
+        )
+        if queue.name in result.queues
+        else queue
+        for queue in fleet.queues
+    ]
+
+
+def _held(containers: Sequence[Container]) -> tuple[int, int]:
+    gpus = sum(c.gpu.count for c in containers if c.gpu is not None)
+    return gpus, sum(c.resources.get("cpu", 0) for c in containers)
+
+
+def _tick_record(
+    now: datetime,
+    result: TickResult,
+    queued: list[Action],
+    running: dict[str, _Running],
+    environments: dict[str, Environment],
+) -> TickRecord:
+    held = [_held(r.action.containers) for r in running.values()]
+    held += [_held(env.replica_containers()) for env in environments.values() if env.running]
+    return TickRecord(
+        time=now,
+        queued=len(queued),
+        running=len(running),
+        started=len(result.scheduled),
+        failed=len(result.failed),
+        gpu_allocated=sum(g for g, _ in held),
+        cpu_allocated=sum(c for _, c in held),
+        head_blocked=tuple(sorted(name for name, q in result.queues.items() if q.head_blocked)),
+    )
+
+
+def _next_tick(
+    now: datetime,
+    start: datetime,
+    options: ReplayOptions,
+    arrivals: list[tuple[Action, float]],
+    next_arrival: int,
+    queued: list[Action],
+    running: dict[str, _Running],
+) -> datetime:
+    arrival = arrivals[next_arrival][0].submitted_at if next_arrival < len(arrivals) else None
+    if options.event_driven:
+        events = [r.ends_at for r in running.values()]
+        events += [t for a in queued if (t := _expiry(a)) is not None]
+        if arrival is not None:
+            events.append(arrival)
+        later = [t for t in events if t > now]
+        # Waiting work with nothing due to change still gets a tick when time moves on.
+        return min(later) if later else now + timedelta(seconds=options.period_s)
+    period = timedelta(seconds=options.period_s)
+    following = now + period
+    if not queued and not running and arrival is not None and arrival > following:
+        steps = math.ceil((arrival - start) / period)
+        return start + steps * period
+    return following
+
+
+def _stuck(
+    result: TickResult, running: dict[str, _Running], all_arrived: bool, queued: list[Action]
+) -> bool:
+    """Waiting work that nothing can ever change: no arrival, no end, no expiry to come."""
+    return (
+        all_arrived
+        and not running
+        and not result.scheduled
+        and not result.environments_started
+        and all(_expiry(action) is None for action in queued)
+    )
+
+
+def _expiry(action: Action) -> datetime | None:
+    times = [action.deadline_at()]
+    if action.max_queued_time is not None:
+        times.append(action.submitted_at + action.max_queued_time)
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
