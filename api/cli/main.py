@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 
 import click
 
-from api.cli import job_queues, queues, triggers
+from api.cli import imports, job_queues, queues, triggers
 from api.cli.context import Remote, SluiceGroup
 from api.cli.explain import explain_command
 from api.cli.service import serve, solve_scenario
@@ -87,6 +87,11 @@ def resume() -> None:
     """Resume a paused trigger."""
 
 
+@main.group("import")
+def import_group() -> None:
+    """Turn other systems' descriptions into Sluice resources."""
+
+
 def _add_commands() -> None:
     """Every command of this package on its group, then those of installed packages."""
     places: tuple[tuple[click.Group, tuple[click.Command, ...]], ...] = (
@@ -152,6 +157,7 @@ def _add_commands() -> None:
         (move, (queues.move_action, queues.move_queue)),
         (pause, (triggers.pause_trigger,)),
         (resume, (triggers.resume_trigger,)),
+        (import_group, (imports.import_kube,)),
     )
     for group, commands in places:
         for command in commands:
