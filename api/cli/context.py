@@ -14,12 +14,15 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from api.client import SluiceClient
+from api.cli.lazy import LazyGroup
 from models.errors import SluiceError
+
+if TYPE_CHECKING:  # httpx loads when a command first talks to a server, not for `--help`
+    from api.client import SluiceClient
 
 OUTPUT = click.option(
     "-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format."
@@ -37,7 +40,7 @@ class FiniteRange(click.FloatRange):
         return number
 
 
-class SluiceGroup(click.Group):
+class SluiceGroup(LazyGroup):
     """A group whose commands report Sluice errors as `CODE: message` on stderr."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -74,6 +77,8 @@ class Remote:
     @property
     def client(self) -> SluiceClient:
         if self.connection is None:
+            from api.client import SluiceClient
+
             self.connection = SluiceClient(self.url, self.token)
         return self.connection
 
