@@ -25,7 +25,11 @@ if TYPE_CHECKING:  # httpx loads when a command first talks to a server, not for
     from api.client import SluiceClient
 
 OUTPUT = click.option(
-    "-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format."
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json", "yaml"]),
+    default="text",
+    help="Output format: text for people, or the data as JSON or YAML.",
 )
 
 
@@ -87,8 +91,19 @@ pass_remote = click.make_pass_decorator(Remote)
 
 
 def emit(data: Any, output: str, text: Callable[[Any], str]) -> None:
-    """`data` as JSON for `-o json`, else as `text` renders it."""
-    click.echo(json.dumps(data, indent=2) if output == "json" else text(data))
+    """`data` as JSON for `-o json`, YAML for `-o yaml`, else as `text` renders it."""
+    if output == "json":
+        click.echo(json.dumps(data, indent=2))
+    elif output == "yaml":
+        click.echo(as_yaml(data))
+    else:
+        click.echo(text(data))
+
+
+def as_yaml(data: Any) -> str:
+    import yaml  # only commands that print YAML pay for it
+
+    return yaml.safe_dump(data, sort_keys=False).rstrip()
 
 
 def emit_frames(stream: Iterator[Any], output: str, text: Callable[[Any], str]) -> None:

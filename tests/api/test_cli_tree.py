@@ -64,3 +64,18 @@ def test_sluice_help_imports_no_command_module() -> None:
 
 def test_the_root_help_shows_the_clients_default_url() -> None:
     assert SHOWN_DEFAULT_URL == DEFAULT_URL
+
+
+def test_every_get_takes_output_json_and_yaml() -> None:
+    """ "`-o json|yaml` on every `get`" """
+    get = main.get_command(click.Context(main), "get")
+    assert isinstance(get, click.Group)
+    lacking = []
+    for path, command in _walk(get, "get"):
+        if isinstance(command, click.Group):
+            continue
+        output = next((p for p in command.params if "-o" in getattr(p, "opts", [])), None)
+        choices = getattr(output.type, "choices", ()) if output else ()
+        if not {"json", "yaml"} <= set(choices):
+            lacking.append(path)
+    assert lacking == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,19 @@ def test_apply_puts_the_cluster(svc: Service) -> None:
         "nvidia_gpu/nvidia-a100/1g.5gb",
         "nvidia_gpu/nvidia-a100/3g.20gb",
     ]
+
+
+@pytest.mark.service(cluster=None)
+def test_get_cluster_and_queue_as_json_and_yaml(svc: Service) -> None:
+    """ "`-o json|yaml` on every `get`": the same data either way."""
+    client = svc.client()
+    runner = CliRunner()
+    remote = Remote(connection=client)
+    args = ["import", "kube", str(KUBE / "eks-nodes.json"), "--name", "east", "--apply"]
+    assert runner.invoke(main, args, obj=remote).exit_code == 0
+    as_json = runner.invoke(main, ["get", "cluster", "east", "-o", "json"], obj=remote)
+    as_yaml = runner.invoke(main, ["get", "cluster", "east", "-o", "yaml"], obj=remote)
+    assert json.loads(as_json.stdout) == yaml.safe_load(as_yaml.stdout)
+    assert runner.invoke(main, ["create", "queue", "q"], obj=remote).exit_code == 0
+    queue = runner.invoke(main, ["get", "queue", "q", "-o", "yaml"], obj=remote)
+    assert yaml.safe_load(queue.stdout)["name"] == "q"
