@@ -37,6 +37,7 @@ DEFAULT = ("m", "fragmentation", "alibaba-cold", "alibaba-steady")
     default=RESULTS / "latest.json",
     show_default=True,
     type=click.Path(dir_okay=False, path_type=Path),
+    help="where to write the results (JSON)",
 )
 @click.option("--profile", is_flag=True, help="cProfile one more tick per scenario (.prof files)")
 def bench(

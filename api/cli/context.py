@@ -14,15 +14,22 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from api.client import SluiceClient
+from api.cli.lazy import LazyGroup
 from models.errors import SluiceError
 
+if TYPE_CHECKING:  # httpx loads when a command first talks to a server, not for `--help`
+    from api.client import SluiceClient
+
 OUTPUT = click.option(
-    "-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Output format."
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json", "yaml"]),
+    default="text",
+    help="Output format: text for people, or the data as JSON or YAML.",
 )
 
 
@@ -37,7 +44,7 @@ class FiniteRange(click.FloatRange):
         return number
 
 
-class SluiceGroup(click.Group):
+class SluiceGroup(LazyGroup):
     """A group whose commands report Sluice errors as `CODE: message` on stderr."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -74,6 +81,8 @@ class Remote:
     @property
     def client(self) -> SluiceClient:
         if self.connection is None:
+            from api.client import SluiceClient
+
             self.connection = SluiceClient(self.url, self.token)
         return self.connection
 
@@ -82,8 +91,19 @@ pass_remote = click.make_pass_decorator(Remote)
 
 
 def emit(data: Any, output: str, text: Callable[[Any], str]) -> None:
-    """`data` as JSON for `-o json`, else as `text` renders it."""
-    click.echo(json.dumps(data, indent=2) if output == "json" else text(data))
+    """`data` as JSON for `-o json`, YAML for `-o yaml`, else as `text` renders it."""
+    if output == "json":
+        click.echo(json.dumps(data, indent=2))
+    elif output == "yaml":
+        click.echo(as_yaml(data))
+    else:
+        click.echo(text(data))
+
+
+def as_yaml(data: Any) -> str:
+    import yaml  # only commands that print YAML pay for it
+
+    return yaml.safe_dump(data, sort_keys=False).rstrip()
 
 
 def emit_frames(stream: Iterator[Any], output: str, text: Callable[[Any], str]) -> None:

@@ -317,8 +317,8 @@ def create_job_queue(
 @click.command("job-queue")
 @click.argument("name")
 @click.option("--state", type=STATE, help="DISABLED: start nothing new; ENABLED again.")
-@click.option("--scheduling-policy")
-@click.option("--service-environment")
+@click.option("--scheduling-policy", help="Use this scheduling policy instead.")
+@click.option("--service-environment", help="Run on this service environment instead.")
 @click.option("--share", "shares", multiple=True, metavar="SPEC", help=SHARE_HELP)
 @click.option("--remove-share", "removed", multiple=True, metavar="NAME", help="Drop a share.")
 @OUTPUT
@@ -454,8 +454,14 @@ def get_job(remote: Remote, job_id: str, output: str) -> None:
 @click.command("jobs")
 @click.option("--job-queue", help="Only this job queue.")
 @click.option("--share", help="Only this share.")
-@click.option("--state", type=click.Choice(JOB_STATES))
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--state", type=click.Choice(JOB_STATES), help="Only jobs in this state.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=50,
+    show_default=True,
+    help="List at most this many jobs.",
+)
 @OUTPUT
 @pass_remote
 def get_jobs(

@@ -5,7 +5,8 @@ or SLUICE_URL/SLUICE_TOKEN. Errors go to stderr as `CODE: message` with exit
 status 1, never as a traceback (api.cli.context).
 
 The commands live in modules by capability (api.cli.queues, job_queues, service,
-whatif, explain); this module only places them. Installed packages add commands of
+whatif, explain, triggers, imports); this module only places them, one line each in
+PLACES, imported when they run. Installed packages add commands of
 their own as entry points of the group `sluice.commands` (bench adds `sluice bench`).
 """
 
@@ -15,20 +16,21 @@ from importlib.metadata import entry_points
 
 import click
 
-from api.cli import job_queues, queues, triggers
 from api.cli.context import Remote, SluiceGroup
-from api.cli.explain import explain_command
-from api.cli.replay import replay_group
-from api.cli.service import serve, solve_scenario
-from api.cli.whatif import snapshot_group, whatif
-from api.client import DEFAULT_URL
+from api.cli.lazy import LazyGroup
+
+# api.client.DEFAULT_URL, spelled out so that `sluice --help` need not import httpx
+# (tests/api/test_cli_tree.py checks they agree).
+SHOWN_DEFAULT_URL = "http://127.0.0.1:8000"
 
 COMMAND_ENTRY_POINTS = "sluice.commands"
 
 
 @click.group(cls=SluiceGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--url", envvar="SLUICE_URL", help=f"Server address [env SLUICE_URL; default {DEFAULT_URL}]."
+    "--url",
+    envvar="SLUICE_URL",
+    help=f"Server address [env SLUICE_URL; default {SHOWN_DEFAULT_URL}].",
 )
 @click.option("--token", envvar="SLUICE_TOKEN", help="Bearer token [env SLUICE_TOKEN].")
 @click.version_option(package_name="sluice")
@@ -43,123 +45,126 @@ def main(ctx: click.Context, url: str | None, token: str | None) -> None:
         ctx.obj = Remote(url, token)
 
 
-@main.group()
+@main.group(cls=LazyGroup)
 def create() -> None:
     """Create a resource."""
 
 
-@main.group()
+@main.group(cls=LazyGroup)
 def update() -> None:
     """Change a resource."""
 
 
-@main.group()
+@main.group(cls=LazyGroup)
 def get() -> None:
     """Show resources."""
 
 
-@main.group()
+@main.group(cls=LazyGroup)
 def drain() -> None:
     """Stop a queue accepting work."""
 
 
-@main.group()
+@main.group(cls=LazyGroup)
 def delete() -> None:
     """Delete a resource."""
 
 
-@main.group()
+@main.group(cls=LazyGroup)
 def cancel() -> None:
     """Cancel work."""
 
 
-@main.group()
+@main.group(cls=LazyGroup)
 def move() -> None:
     """Move waiting work to another queue."""
 
 
-@main.group()
+@main.group(cls=LazyGroup)
 def pause() -> None:
     """Pause a trigger."""
 
 
-@main.group()
+@main.group(cls=LazyGroup)
 def resume() -> None:
     """Resume a paused trigger."""
 
 
-def _add_commands() -> None:
+@main.group("import", cls=LazyGroup)
+def import_group() -> None:
+    """Turn other systems' descriptions into Sluice resources."""
+
+
+# Where each command hangs: (name, "module:function"), one line per command. The module is
+# imported only when the command runs (api.cli.lazy), so `sluice --help` stays fast.
+PLACES: dict[click.Group, tuple[tuple[str, str], ...]] = {
+    main: (
+        ("submit", "api.cli.queues:submit"),
+        ("apply", "api.cli.queues:apply"),
+        ("submit-job", "api.cli.job_queues:submit_job"),
+        ("serve", "api.cli.service:serve"),
+        ("solve", "api.cli.service:solve_scenario"),
+        ("whatif", "api.cli.whatif:whatif"),
+        ("snapshot", "api.cli.whatif:snapshot_group"),
+        ("explain", "api.cli.explain:explain_command"),
+        ("replay", "api.cli.replay:replay_group"),
+    ),
+    create: (
+        ("queue", "api.cli.queues:create_queue"),
+        ("job-queue", "api.cli.job_queues:create_job_queue"),
+        ("scheduling-policy", "api.cli.job_queues:create_scheduling_policy"),
+        ("service-environment", "api.cli.job_queues:create_service_environment"),
+        ("trigger", "api.cli.triggers:create_trigger"),
+    ),
+    update: (
+        ("queue", "api.cli.queues:update_queue"),
+        ("job-queue", "api.cli.job_queues:update_job_queue"),
+        ("settings", "api.cli.queues:update_settings"),
+        ("trigger", "api.cli.triggers:update_trigger"),
+    ),
+    get: (
+        ("queue", "api.cli.queues:get_queue"),
+        ("action", "api.cli.queues:get_action"),
+        ("actions", "api.cli.queues:get_actions"),
+        ("cluster", "api.cli.queues:get_cluster"),
+        ("settings", "api.cli.queues:get_settings"),
+        ("job-queue", "api.cli.job_queues:get_job_queue"),
+        ("job", "api.cli.job_queues:get_job"),
+        ("jobs", "api.cli.job_queues:get_jobs"),
+        ("trigger", "api.cli.triggers:get_trigger"),
+        ("triggers", "api.cli.triggers:get_triggers"),
+    ),
+    drain: (("queue", "api.cli.queues:drain_queue"),),
+    delete: (
+        ("queue", "api.cli.queues:delete_queue"),
+        ("job-queue", "api.cli.job_queues:delete_job_queue"),
+        ("scheduling-policy", "api.cli.job_queues:delete_scheduling_policy"),
+        ("service-environment", "api.cli.job_queues:delete_service_environment"),
+        ("trigger", "api.cli.triggers:delete_trigger"),
+    ),
+    cancel: (
+        ("action", "api.cli.queues:cancel_action"),
+        ("job", "api.cli.job_queues:cancel_job"),
+    ),
+    move: (
+        ("action", "api.cli.queues:move_action"),
+        ("queue", "api.cli.queues:move_queue"),
+    ),
+    pause: (("trigger", "api.cli.triggers:pause_trigger"),),
+    resume: (("trigger", "api.cli.triggers:resume_trigger"),),
+    import_group: (("kube", "api.cli.imports:import_kube"),),
+}
+
+
+def _place_commands() -> None:
     """Every command of this package on its group, then those of installed packages."""
-    places: tuple[tuple[click.Group, tuple[click.Command, ...]], ...] = (
-        (
-            main,
-            (
-                queues.submit,
-                queues.apply,
-                job_queues.submit_job,
-                serve,
-                solve_scenario,
-                whatif,
-                snapshot_group,
-                explain_command,
-                replay_group,
-            ),
-        ),
-        (
-            create,
-            (
-                queues.create_queue,
-                job_queues.create_job_queue,
-                job_queues.create_scheduling_policy,
-                job_queues.create_service_environment,
-                triggers.create_trigger,
-            ),
-        ),
-        (
-            update,
-            (
-                queues.update_queue,
-                job_queues.update_job_queue,
-                queues.update_settings,
-                triggers.update_trigger,
-            ),
-        ),
-        (
-            get,
-            (
-                queues.get_queue,
-                queues.get_action,
-                queues.get_actions,
-                queues.get_cluster,
-                queues.get_settings,
-                job_queues.get_job_queue,
-                job_queues.get_job,
-                job_queues.get_jobs,
-                triggers.get_trigger,
-                triggers.get_triggers,
-            ),
-        ),
-        (drain, (queues.drain_queue,)),
-        (
-            delete,
-            (
-                queues.delete_queue,
-                job_queues.delete_job_queue,
-                job_queues.delete_scheduling_policy,
-                job_queues.delete_service_environment,
-                triggers.delete_trigger,
-            ),
-        ),
-        (cancel, (queues.cancel_action, job_queues.cancel_job)),
-        (move, (queues.move_action, queues.move_queue)),
-        (pause, (triggers.pause_trigger,)),
-        (resume, (triggers.resume_trigger,)),
-    )
-    for group, commands in places:
-        for command in commands:
-            group.add_command(command)
+    for group, commands in PLACES.items():
+        if not isinstance(group, LazyGroup):
+            raise TypeError(f"group {group.name} must be a LazyGroup to place commands on")
+        for name, target in commands:
+            group.place(name, target)
     for entry in entry_points(group=COMMAND_ENTRY_POINTS):
-        main.add_command(entry.load(), entry.name)
+        main.place(entry.name, entry.value)
 
 
-_add_commands()
+_place_commands()

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
-from api.cli.context import OUTPUT, Remote, emit, emit_frames, pass_remote
+from api.cli.context import OUTPUT, Remote, as_yaml, emit, emit_frames, pass_remote
 from api.cli.job_queues import apply_quota
 from api.cli.render import action_detail, queue_detail, queue_table
 from api.client import Action, FleetConfig, Queue
@@ -480,8 +479,9 @@ _RUNTIME_STATE = frozenset({"head_blocked_since", "running", "placement"})
 
 @click.command("cluster")
 @click.argument("name", required=False)
+@OUTPUT
 @pass_remote
-def get_cluster(remote: Remote, name: str | None) -> None:
+def get_cluster(remote: Remote, name: str | None, output: str) -> None:
     """One cluster's node pools (or every cluster), as YAML."""
     client = remote.client
     data = (
@@ -489,7 +489,7 @@ def get_cluster(remote: Remote, name: str | None) -> None:
         if name
         else FleetConfig.clusters(client=client)
     )
-    click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
+    emit(data, output, as_yaml)
 
 
 @click.command("settings")
@@ -509,11 +509,12 @@ def update_settings(
     client = remote.client
     settings = FleetConfig.settings(client=client) | {"default_gpu_type": default_gpu_type}
     put = FleetConfig.put_settings(settings, client=client)
-    click.echo(yaml.safe_dump(put, sort_keys=False).rstrip())
+    click.echo(as_yaml(put))
 
 
 @click.command("settings")
+@OUTPUT
 @pass_remote
-def get_settings(remote: Remote) -> None:
+def get_settings(remote: Remote, output: str) -> None:
     """The organization settings, as YAML."""
-    click.echo(yaml.safe_dump(FleetConfig.settings(client=remote.client), sort_keys=False).rstrip())
+    emit(FleetConfig.settings(client=remote.client), output, as_yaml)

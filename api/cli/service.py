@@ -254,7 +254,13 @@ def serve(
 @click.command("solve")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="The TickResult as JSON.")
-@click.option("--time-limit", type=FiniteRange(min=0.01), default=5.0, show_default=True)
+@click.option(
+    "--time-limit",
+    type=FiniteRange(min=0.01),
+    default=5.0,
+    show_default=True,
+    help="The solver's time limit for the tick, in seconds.",
+)
 def solve_scenario(path: Path, as_json: bool, time_limit: float) -> None:
     """Run one tick offline on a scenario file and print its decisions.
 

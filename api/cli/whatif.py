@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -30,12 +30,23 @@ from api.cli.context import FiniteRange
 from models.errors import InvalidInput, SluiceError, Unavailable, error_from_code
 from models.snapshot import Snapshot
 
+if TYPE_CHECKING:  # pyarrow loads only for the commands that write tables
+    from models.arrow.tables import Format
+
 TIME_LIMIT = click.option(
     "--time-limit",
     type=FiniteRange(min=0.01),
     default=5.0,
     show_default=True,
     help="Each tick's solver time limit in seconds.",
+)
+RESULT_FORMAT = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["arrow", "parquet"]),
+    default="arrow",
+    show_default=True,
+    help="Write the tables as Arrow IPC files (.arrow) or Parquet (.parquet).",
 )
 
 
@@ -110,14 +121,16 @@ def whatif() -> None:
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
-    help="Directory for the result and change tables (Arrow IPC) and summary.txt.",
+    help="Directory for the result and change tables (--format) and summary.txt.",
 )
+@RESULT_FORMAT
 @TIME_LIMIT
 def run_whatif(
     snapshot: Path,
     sets: tuple[str, ...],
     drops: tuple[tuple[str, str], ...],
     out: Path | None,
+    fmt: Format,
     time_limit: float,
 ) -> None:
     """Solve SNAPSHOT as it is and with the changes; print and write the difference."""
@@ -135,7 +148,7 @@ def run_whatif(
     comparison = compare(base, variant, TickOptions(time_limit_s=time_limit), texts)
     if out is not None:
         with staged(out) as target:
-            comparison.write(target)
+            comparison.write(target, fmt)
     click.echo(comparison.summary())
 
 
@@ -146,7 +159,8 @@ def run_whatif(
     "--out",
     type=click.Path(path_type=Path),
     required=True,
-    help="Directory for sweep.arrow, sweep_usage.arrow, summary.txt and each variant's tables.",
+    help="Directory for sweep.arrow, sweep_usage.arrow (or .parquet), summary.txt and each"
+    " variant's tables.",
 )
 @click.option(
     "--workers",
@@ -155,8 +169,11 @@ def run_whatif(
     show_default="the machine's cores",
     help="Worker processes solving variants side by side.",
 )
+@RESULT_FORMAT
 @TIME_LIMIT
-def run_sweep(snapshot: Path, variants: Path, out: Path, workers: int, time_limit: float) -> None:
+def run_sweep(
+    snapshot: Path, variants: Path, out: Path, workers: int, fmt: Format, time_limit: float
+) -> None:
     """Solve the baseline and every variant of VARIANTS.yaml in parallel; compare them."""
     from solver import TickOptions
     from solver.whatif.sweep import load_variants, sweep
@@ -167,7 +184,7 @@ def run_sweep(snapshot: Path, variants: Path, out: Path, workers: int, time_limi
     with click.progressbar(length=len(listed) + 1, label="solving", file=sys.stderr) as bar:
         result = sweep(snapshot, listed, options, workers, lambda: bar.update(1))
     with staged(out) as target:
-        result.write(target)
+        result.write(target, fmt)
     click.echo(result.summary())
 
 

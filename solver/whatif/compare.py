@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from pydantic import ValidationError
 
 from models.arrow.schema import ACTION_CHANGES, HEAD_CHANGES, USAGE_CHANGES
-from models.arrow.tables import read_snapshot, result_tables, write_tables
+from models.arrow.tables import Format, read_snapshot, result_tables, write_tables
 from models.devices import parse_device
 from models.errors import InvalidInput
 from models.quantity import CPU, MEMORY
@@ -450,11 +450,11 @@ class Comparison:
             "heads_unblocked": pc.sum(pc.equal(change, "unblocked")).as_py() or 0,
         }
 
-    def write(self, directory: Path) -> None:
+    def write(self, directory: Path, fmt: Format = "arrow") -> None:
         """baseline/ and variant/ result tables, the three change tables and summary.txt."""
-        write_tables(self.baseline, directory / "baseline")
-        write_tables(self.variant, directory / "variant")
-        write_tables(self.tables(), directory)
+        write_tables(self.baseline, directory / "baseline", fmt)
+        write_tables(self.variant, directory / "variant", fmt)
+        write_tables(self.tables(), directory, fmt)
         (directory / "summary.txt").write_text(self.summary() + "\n")
 
     def summary(self, listed: int = 10) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from models.arrow.schema import SWEEP, SWEEP_USAGE
-from models.arrow.tables import write_tables
+from models.arrow.tables import Format, write_tables
 from models.errors import InternalError, InvalidInput, SluiceError
 from models.scenario import read_yaml
 from models.snapshot import Snapshot
@@ -155,13 +155,14 @@ class Sweep:
         lines.append("each variant's details: variants/NAME/summary.txt")
         return "\n".join(lines)
 
-    def write(self, directory: Path) -> None:
-        """sweep.arrow, sweep_usage.arrow, summary.txt, baseline/ and variants/NAME/."""
-        write_tables({"sweep": self.table(), "sweep_usage": self.usage()}, directory)
-        write_tables(self.baseline.results, directory / BASELINE)
+    def write(self, directory: Path, fmt: Format = "arrow") -> None:
+        """sweep.arrow, sweep_usage.arrow, summary.txt, baseline/ and variants/NAME/ (or
+        `.parquet`)."""
+        write_tables({"sweep": self.table(), "sweep_usage": self.usage()}, directory, fmt)
+        write_tables(self.baseline.results, directory / BASELINE, fmt)
         for name, comparison in self.comparisons.items():
             place = directory / "variants" / name
-            write_tables({**comparison.variant, **comparison.tables()}, place)
+            write_tables({**comparison.variant, **comparison.tables()}, place, fmt)
             (place / "summary.txt").write_text(comparison.summary() + "\n")
         (directory / "summary.txt").write_text(self.summary() + "\n")
 
