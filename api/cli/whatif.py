@@ -153,8 +153,8 @@ def run_whatif(
     type=click.IntRange(min=1),
     default=os.cpu_count() or 1,
     show_default="the machine's cores",
-    help="Worker processes solving variants side by side (with --executor ray and no"
-    " --address: the CPUs of the Ray instance started here).",
+    help="Worker processes solving variants side by side; with --executor ray and no"
+    " --address, the CPUs of the Ray instance started here.",
 )
 @click.option(
     "--executor",
@@ -187,6 +187,12 @@ def run_sweep(
 
     if address is not None and executor != "ray":
         raise InvalidInput("--address names a Ray cluster: it needs --executor ray")
+    given = click.get_current_context().get_parameter_source("workers")
+    if address is not None and given is not click.core.ParameterSource.DEFAULT:
+        raise InvalidInput(
+            "--workers does not apply with --address: the Ray cluster's CPUs decide how many"
+            " solves run at once"
+        )
     _check_free(out)
     listed = load_variants(variants)
     runner: SweepExecutor = LocalExecutor(workers)

@@ -20,6 +20,7 @@ from api.cli.main import main
 from fixtures import FIXTURES
 from models.errors import FailedPrecondition, InvalidInput
 from solver import TickOptions
+from solver.whatif.compare import apply_changes, load_snapshot
 from solver.whatif.executors import LocalExecutor, RayExecutor, import_ray
 from solver.whatif.sweep import Sweep, load_variants, sweep
 
@@ -133,3 +134,26 @@ def test_address_needs_executor_ray(tmp_path: Path) -> None:
         1,
         "INVALID_ARGUMENT: --address names a Ray cluster: it needs --executor ray\n",
     )
+
+
+def test_workers_do_not_size_a_ray_cluster(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["whatif", "sweep", str(EIGHT_GPU_STRICT), str(_variants(tmp_path)), "--out",
+         str(tmp_path / "out"), "--executor", "ray", "--address", "127.0.0.1:6379",
+         "--workers", "4"],
+    )  # fmt: skip
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "INVALID_ARGUMENT: --workers does not apply with --address: the Ray cluster's CPUs decide"
+        " how many solves run at once\n",
+    )
+
+
+def test_the_measured_variants_file_loads() -> None:
+    """The variants of docs/benchmarks.md's sweep measurement stay valid for the snapshot."""
+    snapshot = load_snapshot(FIXTURES / "realistic-snapshot")
+    variants = load_variants(Path(__file__).with_name("realistic-variants.yaml"))
+    assert len(variants) == 20
+    for variant in variants:
+        apply_changes(snapshot, variant.changes)
