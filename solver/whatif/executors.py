@@ -9,6 +9,7 @@ Ray is imported only by `RayExecutor`, so the core install does without it.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 from collections.abc import Generator, Sequence
@@ -26,6 +27,8 @@ Changes = tuple[ScenarioEdit, ...]
 Finished = tuple[int, Solved | BaseException]
 
 RAY_EXTRA = "pip install -e '.[ray]'"
+# Ray's start-up notices and its workers' output would tear through the sweep's progress bar.
+_QUIET: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
 
 
 class SweepExecutor(Protocol):
@@ -107,9 +110,9 @@ class RayExecutor:
         connected_here = not ray.is_initialized()
         if connected_here:
             if self.address is None:
-                ray.init(num_cpus=self.cpus, include_dashboard=False, log_to_driver=False)
+                ray.init(num_cpus=self.cpus, include_dashboard=False, **_QUIET)
             else:
-                ray.init(address=self.address, log_to_driver=False)
+                ray.init(address=self.address, **_QUIET)
         try:
             yield from _ray_tasks(ray, load_snapshot(snapshot), tasks, options)
         finally:
