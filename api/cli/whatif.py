@@ -182,7 +182,13 @@ def run_sweep(
 ) -> None:
     """Solve the baseline and every variant of VARIANTS.yaml in parallel; compare them."""
     from solver import TickOptions
-    from solver.whatif.executors import LocalExecutor, RayExecutor, SweepExecutor, import_ray
+    from solver.whatif.executors import (
+        LocalExecutor,
+        RayExecutor,
+        SweepExecutor,
+        import_ray,
+        on_loopback,
+    )
     from solver.whatif.sweep import load_variants, sweep
 
     if address is not None and executor != "ray":
@@ -197,7 +203,7 @@ def run_sweep(
     listed = load_variants(variants)
     runner: SweepExecutor = LocalExecutor(workers)
     if executor == "ray":
-        import_ray(loopback=address is None)  # a missing extra fails before any solve
+        import_ray(on_loopback(address))  # a missing extra fails before any solve
         runner = RayExecutor(address, None if address else workers)
     options = TickOptions(time_limit_s=time_limit)
     with click.progressbar(length=len(listed) + 1, label="solving", file=sys.stderr) as bar:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from models.errors import FailedPrecondition, InternalError
+from models.errors import FailedPrecondition, InternalError, Unavailable
 from models.snapshot import Snapshot
 from solver import TickOptions
 from solver.whatif.compare import ScenarioEdit, Solved, apply_changes, load_snapshot
@@ -106,13 +106,16 @@ class RayExecutor:
     def solve_each(
         self, snapshot: Path, tasks: Sequence[Changes], options: TickOptions
     ) -> Generator[Finished, None, None]:
-        ray = import_ray(loopback=self.address is None)
+        ray = import_ray(loopback=on_loopback(self.address))
         connected_here = not ray.is_initialized()
         if connected_here:
             if self.address is None:
                 ray.init(num_cpus=self.cpus, include_dashboard=False, **_QUIET)
             else:
-                ray.init(address=self.address, **_QUIET)
+                try:
+                    ray.init(address=self.address, **_QUIET)
+                except ConnectionError as error:
+                    raise Unavailable(f"Ray cluster at {self.address}: {error}") from error
         try:
             yield from _ray_tasks(ray, load_snapshot(snapshot), tasks, options)
         finally:
@@ -140,13 +143,23 @@ def _ray_tasks(
             ray.cancel(ref)
 
 
+def on_loopback(address: str | None) -> bool:
+    """Whether the Ray instance is this machine's alone: started here, or given as a loopback
+    address (`ray start --head` with the same switch)."""
+    if address is None:
+        return True
+    host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
 def import_ray(loopback: bool) -> Any:
     """The `ray` module, or FAILED_PRECONDITION naming the extra that installs it.
 
-    `loopback`: a Ray instance this process starts listens on 127.0.0.1 only. Ray reads the
-    switch once, at its import, and then gives every node the loopback address instead of the
-    machine's (a single-machine instance needs no other); a driver of a remote cluster must not
-    set it, or the cluster could not reach it.
+    `loopback`: a Ray instance this process starts listens on 127.0.0.1 only, and a loopback
+    address is dialled as given. Ray reads the switch once, at its import, and then gives every
+    node the loopback address instead of the machine's (else it would turn 127.0.0.1 into the
+    machine's address); a driver of a remote cluster must not set it, or the cluster could not
+    reach it.
     """
     if loopback:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")

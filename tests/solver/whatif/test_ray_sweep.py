@@ -21,7 +21,7 @@ from fixtures import FIXTURES
 from models.errors import FailedPrecondition, InvalidInput
 from solver import TickOptions
 from solver.whatif.compare import apply_changes, load_snapshot
-from solver.whatif.executors import LocalExecutor, RayExecutor, import_ray
+from solver.whatif.executors import LocalExecutor, RayExecutor, import_ray, on_loopback
 from solver.whatif.sweep import Sweep, load_variants, sweep
 
 EIGHT_GPU_STRICT = FIXTURES / "seeds" / "eight-gpu-strict.yaml"
@@ -157,3 +157,20 @@ def test_the_measured_variants_file_loads() -> None:
     assert len(variants) == 20
     for variant in variants:
         apply_changes(snapshot, variant.changes)
+
+
+@pytest.mark.parametrize(
+    ("address", "alone"),
+    [
+        (None, True),
+        ("127.0.0.1:6379", True),
+        ("localhost:6379", True),
+        ("[::1]:6379", True),
+        ("ray://127.0.0.1:10001", True),
+        ("10.1.2.3:6379", False),
+        ("head.example:6379", False),
+    ],
+)
+def test_a_loopback_address_keeps_ray_on_loopback(address: str | None, alone: bool) -> None:
+    """Ray would dial the machine's address for 127.0.0.1 unless told the instance is local."""
+    assert on_loopback(address) is alone
