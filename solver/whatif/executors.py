@@ -110,7 +110,8 @@ class RayExecutor:
         connected_here = not ray.is_initialized()
         if connected_here:
             if self.address is None:
-                ray.init(num_cpus=self.cpus, include_dashboard=False, **_QUIET)
+                # "local": a new instance, even where one runs already (`ray start`).
+                ray.init("local", num_cpus=self.cpus, include_dashboard=False, **_QUIET)
             else:
                 try:
                     ray.init(address=self.address, **_QUIET)

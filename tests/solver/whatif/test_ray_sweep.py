@@ -46,7 +46,7 @@ def local_ray() -> Iterator[Any]:
         ray = import_ray(loopback=True)
     except FailedPrecondition:
         pytest.skip("the `ray` extra is not installed (.ci/run installs it)")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init("local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     session = Path(ray._private.worker._global_node.get_session_dir_path()).name
     try:
         yield ray
