@@ -2,7 +2,7 @@
 
     sluice whatif SNAPSHOT --set queue.research.max_accelerators.H100=64 \\
         --set queue.inference-eval.scheduling=strict_fifo --drop cluster east --out DIR
-    sluice whatif sweep SNAPSHOT VARIANTS.yaml --out DIR
+    sluice whatif sweep SNAPSHOT VARIANTS.yaml --out DIR [--executor ray [--address ADDR]]
     sluice snapshot export --from-scenario FILE --out PATH
     sluice snapshot export --from-server URL --out PATH
 
@@ -167,22 +167,63 @@ def run_whatif(
     type=click.IntRange(min=1),
     default=os.cpu_count() or 1,
     show_default="the machine's cores",
-    help="Worker processes solving variants side by side.",
+    help="Worker processes solving variants side by side; with --executor ray and no"
+    " --address, the CPUs of the Ray instance started here.",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the solves run: worker processes here, or one Ray task per variant"
+    " (needs the `ray` extra).",
+)
+@click.option(
+    "--address",
+    metavar="ADDR",
+    help="With --executor ray: a running Ray cluster (`ray start --head` prints it);"
+    " without it a local Ray instance is started for the sweep and stopped after.",
 )
 @RESULT_FORMAT
 @TIME_LIMIT
 def run_sweep(
-    snapshot: Path, variants: Path, out: Path, workers: int, fmt: Format, time_limit: float
+    snapshot: Path,
+    variants: Path,
+    out: Path,
+    workers: int,
+    executor: str,
+    address: str | None,
+    fmt: Format,
+    time_limit: float,
 ) -> None:
     """Solve the baseline and every variant of VARIANTS.yaml in parallel; compare them."""
     from solver import TickOptions
+    from solver.whatif.executors import (
+        LocalExecutor,
+        RayExecutor,
+        SweepExecutor,
+        import_ray,
+        on_loopback,
+    )
     from solver.whatif.sweep import load_variants, sweep
 
+    if address is not None and executor != "ray":
+        raise InvalidInput("--address names a Ray cluster: it needs --executor ray")
+    given = click.get_current_context().get_parameter_source("workers")
+    if address is not None and given is not click.core.ParameterSource.DEFAULT:
+        raise InvalidInput(
+            "--workers does not apply with --address: the Ray cluster's CPUs decide how many"
+            " solves run at once"
+        )
     _check_free(out)
     listed = load_variants(variants)
+    runner: SweepExecutor = LocalExecutor(workers)
+    if executor == "ray":
+        import_ray(on_loopback(address))  # a missing extra fails before any solve
+        runner = RayExecutor(address, None if address else workers)
     options = TickOptions(time_limit_s=time_limit)
     with click.progressbar(length=len(listed) + 1, label="solving", file=sys.stderr) as bar:
-        result = sweep(snapshot, listed, options, workers, lambda: bar.update(1))
+        result = sweep(snapshot, listed, options, runner, lambda: bar.update(1))
     with staged(out) as target:
         result.write(target, fmt)
     click.echo(result.summary())

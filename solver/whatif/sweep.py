@@ -13,17 +13,16 @@ A variants file lists named variants, each a set of changes (solver.whatif.compa
           queue.inference-eval.scheduling: strict_fifo
         drop: [cluster east, node_pool west/t4]
 
-The baseline and every variant are solved in worker processes (each loads the
-snapshot once); the result is one comparison table, one row per variant counted
-against the baseline, and the usage of every queue and cap in each.
+The baseline and every variant are solved by an executor (solver.whatif.executors:
+local worker processes, or Ray tasks); the result is one comparison table, one row
+per variant counted against the baseline, and the usage of every queue and cap in
+each.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import re
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,16 +33,14 @@ from models.arrow.schema import SWEEP, SWEEP_USAGE
 from models.arrow.tables import Format, write_tables
 from models.errors import InternalError, InvalidInput, SluiceError
 from models.scenario import read_yaml
-from models.snapshot import Snapshot
 from solver import TickOptions
 from solver.whatif.compare import (
     Comparison,
     ScenarioEdit,
     Solved,
-    apply_changes,
-    load_snapshot,
     parse_changes,
 )
+from solver.whatif.executors import SweepExecutor
 
 BASELINE = "baseline"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -167,56 +164,34 @@ class Sweep:
         (directory / "summary.txt").write_text(self.summary() + "\n")
 
 
-# --- worker processes -----------------------------------------------------------------------------
-
-_snapshot: Snapshot | None = None  # each worker's copy, loaded once by _load
-
-
-def _load(path: str) -> None:
-    global _snapshot
-    _snapshot = load_snapshot(path)
-
-
-def _solve(changes: tuple[ScenarioEdit, ...], options: TickOptions) -> Solved:
-    """Runs in a worker: the variant of the worker's snapshot, solved."""
-    if _snapshot is None:
-        raise InternalError("a sweep worker started without its snapshot")
-    return Solved.of(apply_changes(_snapshot, changes), options)
-
-
 def sweep(
     snapshot: Path,
     variants: Sequence[Variant],
     options: TickOptions,
-    workers: int,
+    executor: SweepExecutor,
     progress: Callable[[], None] = lambda: None,
 ) -> Sweep:
-    """Solve the baseline and every variant in `workers` processes; `progress` after each."""
+    """Solve the baseline and every variant on `executor`; `progress` after each solve."""
     tasks = [Variant(BASELINE, ()), *variants]
-    # spawn, not fork: OR-Tools and Arrow keep threads a forked child would inherit half-made.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=max(1, min(workers, len(tasks))),
-        mp_context=context,
-        initializer=_load,
-        initargs=(str(snapshot),),
-    ) as pool:
-        futures: dict[Future[Solved], Variant] = {
-            pool.submit(_solve, variant.changes, options): variant for variant in tasks
-        }
-        for future in as_completed(futures):
-            error = future.exception()
-            if error is not None:
-                pool.shutdown(cancel_futures=True)  # the solves under way still finish
-                raise _worker_error(futures[future].name, error)
+    solved: dict[str, Solved] = {}
+    finished = executor.solve_each(snapshot, [task.changes for task in tasks], options)
+    try:
+        for index, result in finished:
+            if isinstance(result, BaseException):
+                raise _worker_error(tasks[index].name, result)
+            solved[tasks[index].name] = result
             progress()
-    solved = {futures[f].name: f.result() for f in futures}
+    finally:
+        finished.close()  # after an error: the solves not yet started never start
     return Sweep(
         baseline=solved[BASELINE],
         comparisons={
             v.name: Comparison.of(v.texts, solved[BASELINE], solved[v.name]) for v in variants
         },
-        solve_s={name: s.results["solver"]["wall_time_s"][0].as_py() for name, s in solved.items()},
+        solve_s={
+            task.name: solved[task.name].results["solver"]["wall_time_s"][0].as_py()
+            for task in tasks
+        },
     )
 
 

@@ -29,6 +29,7 @@ from models.scenario import load_scenario
 from models.snapshot import ActionState, Scheduling
 from solver import TickOptions
 from solver.whatif.compare import Comparison, apply_changes, compare, with_queue
+from solver.whatif.executors import LocalExecutor
 from solver.whatif.sweep import load_variants, sweep
 
 EXAMPLE = FIXTURES / "issue-example.yaml"
@@ -352,7 +353,8 @@ def test_a_sweep_with_a_bad_variant_names_it_and_writes_nothing(tmp_path: Path) 
     variants.write_text(VARIANTS + "  - name: typo\n    set: {queue.tema.depth: 3}\n")
     ticks: list[int] = []
     with pytest.raises(InvalidInput, match=r"^variant typo: queue.tema.depth=3: unknown queue"):
-        sweep(EIGHT_GPU_STRICT, load_variants(variants), QUICK, 1, lambda: ticks.append(1))
+        listed = load_variants(variants)
+        sweep(EIGHT_GPU_STRICT, listed, QUICK, LocalExecutor(1), lambda: ticks.append(1))
     assert len(ticks) < 5, "the sweep stops at the bad variant (baseline + 4 variants)"
 
 
