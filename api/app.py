@@ -26,6 +26,7 @@ from api.routes import (
     jobs,
     ops,
     queues,
+    tasks,
     triggers,
     watch,
 )
@@ -114,10 +115,19 @@ def create_app(
     install_error_handlers(app)
     document_errors(app, OPEN_PATHS)
     routers = (
-        queues, actions, clusters, org_settings, environments, watch, ops, explanations, triggers
+        queues,
+        actions,
+        clusters,
+        org_settings,
+        environments,
+        watch,
+        ops,
+        explanations,
+        triggers,
     )
     for module in routers:
         app.include_router(module.router)
+    app.include_router(tasks.router)  # task templates, routing a submission to its queue
     for router in (*job_queues.routers, jobs.router):  # quota-managed job queues
         app.include_router(router)
     app.include_router(web.router)  # the dashboard at /

@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 
 import click
 
-from api.cli import job_queues, queues, triggers
+from api.cli import job_queues, queues, tasks, triggers
 from api.cli.context import Remote, SluiceGroup
 from api.cli.explain import explain_command
 from api.cli.service import serve, solve_scenario
@@ -111,6 +111,7 @@ def _add_commands() -> None:
                 job_queues.create_scheduling_policy,
                 job_queues.create_service_environment,
                 triggers.create_trigger,
+                tasks.create_task,
             ),
         ),
         (
@@ -135,6 +136,8 @@ def _add_commands() -> None:
                 job_queues.get_jobs,
                 triggers.get_trigger,
                 triggers.get_triggers,
+                tasks.get_task,
+                tasks.get_tasks,
             ),
         ),
         (drain, (queues.drain_queue,)),
@@ -146,6 +149,7 @@ def _add_commands() -> None:
                 job_queues.delete_scheduling_policy,
                 job_queues.delete_service_environment,
                 triggers.delete_trigger,
+                tasks.delete_task,
             ),
         ),
         (cancel, (queues.cancel_action, job_queues.cancel_job)),
