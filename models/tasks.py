@@ -63,11 +63,11 @@ class TaskTemplate(Strict):
 
 
 def resolve_queue(
-    invocation: str | None, run: str | None, task: str | None, environment: str | None
+    run: str | None, task: str | None, environment: str | None
 ) -> tuple[str, QueueSource]:
-    """The queue of the most specific level that sets one, and that level."""
+    """The queue of a submission that names none (the invocation level, which wins over
+    these): that of the most specific level that sets one, and that level."""
     levels = (
-        (invocation, QueueSource.INVOCATION),
         (run, QueueSource.RUN),
         (task, QueueSource.TASK),
         (environment, QueueSource.ENVIRONMENT),

@@ -69,21 +69,24 @@ def _route(
             if submission.task not in tasks:
                 tasks[submission.task] = store.get_task(submission.task)
             task = tasks[submission.task]
-        run = submission.run or submission.id
-        run_queue = given.get(run) if run is not None else None
-        if run_queue is None and run is not None:
-            run_queue = store.run_queue(run)
-        environment = submission.environment_of(task)
-        if environment is not None and environment not in environments:
-            environments[environment] = store.get_environment(environment).environment.queue
-        if environment is not None:
-            environment_queue: str | None = environments[environment]
+        if submission.queue is not None:  # the invocation wins: no other level is read
+            queue, source = submission.queue, QueueSource.INVOCATION
         else:
-            environment_queue = None if task is None else task.environment_queue
-        queue, source = resolve_queue(
-            submission.queue, run_queue, None if task is None else task.queue, environment_queue
-        )
-        who.require_queue(queue, "submit")
+            run = submission.run or submission.id
+            run_queue = given.get(run) if run is not None else None
+            if run_queue is None and run is not None:
+                run_queue = store.run_queue(run)
+            environment = submission.environment_of(task)
+            if environment is not None and environment not in environments:
+                environments[environment] = store.get_environment(environment).environment.queue
+            if environment is not None:
+                environment_queue: str | None = environments[environment]
+            else:
+                environment_queue = None if task is None else task.environment_queue
+            queue, source = resolve_queue(
+                run_queue, None if task is None else task.queue, environment_queue
+            )
+            who.require_queue(queue, "submit")
         where = ("actions", index) if len(submissions) > 1 else ()
         action = submission.to_action(now, queue, task, where)
         actions.append(action)
