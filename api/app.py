@@ -115,15 +115,7 @@ def create_app(
     install_error_handlers(app)
     document_errors(app, OPEN_PATHS)
     routers = (
-        queues,
-        actions,
-        clusters,
-        org_settings,
-        environments,
-        watch,
-        ops,
-        explanations,
-        triggers,
+        queues, actions, clusters, org_settings, environments, watch, ops, explanations, triggers
     )
     for module in routers:
         app.include_router(module.router)

@@ -76,3 +76,4 @@ MAX_INT64 = 2**63 - 1
 
 MAX_SPELLING = 64
 """Characters of one quantity or count as written ("64Gi", "H100:8"); longer is no quantity."""
+

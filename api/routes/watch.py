@@ -130,7 +130,9 @@ async def watch_pools(
     ticker: TickerDep,
     watchers: WatchersDep,
     _: PrincipalDep,
-    pool: Annotated[list[str], Query(default_factory=list, description="all pools when omitted")],
+    pool: Annotated[
+        list[str], Query(default_factory=list, description="all pools when omitted")
+    ],
     limit: Limit = None,
 ) -> StreamingResponse:
     """`event: queues`, data: a list of every live queue's metrics in the pools, per tick.

@@ -166,7 +166,9 @@ class SqliteJobQueues(SqliteFile):
         with self._write() as conn:
             _named(conn, kind, name)
             users = [
-                queue.name for queue in _stored_job_queues(conn) if getattr(queue, used_as) == name
+                queue.name
+                for queue in _stored_job_queues(conn)
+                if getattr(queue, used_as) == name
             ]
             if users:
                 raise FailedPrecondition(
