@@ -26,6 +26,7 @@ from api.routes import (
     jobs,
     ops,
     queues,
+    tasks,
     triggers,
     watch,
 )
@@ -118,6 +119,7 @@ def create_app(
     )
     for module in routers:
         app.include_router(module.router)
+    app.include_router(tasks.router)  # task templates, routing a submission to its queue
     for router in (*job_queues.routers, jobs.router):  # quota-managed job queues
         app.include_router(router)
     app.include_router(web.router)  # the dashboard at /

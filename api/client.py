@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 from urllib.parse import quote
 
 import httpx
@@ -522,9 +522,13 @@ class Action(_Tracked):
         id: str | None = None,
         max_queued_time: str | float | None = None,
         deadline: str | float | None = None,
+        task: str | None = None,
+        run_queue: str | None = None,
     ) -> JSON:
-        """The body of one submission; `resources`/`gpu` describe a single container."""
-        if containers is None and environment is None:
+        """The body of one submission; `resources`/`gpu` describe a single container. With a
+        `task`, what is not given (no container without `resources`/`gpu`) comes from it."""
+        from_task = task is not None and not resources and gpu is None
+        if containers is None and environment is None and not from_task:
             container = _drop_unset(
                 resources=dict(resources or {}), gpu=gpu, node_selector=node_selector
             )
@@ -533,6 +537,8 @@ class Action(_Tracked):
             id=id,
             run=run,
             queue=queue,
+            task=task,
+            run_queue=run_queue,
             containers=containers,
             environment=environment,
             max_queued_time=max_queued_time,
@@ -552,6 +558,8 @@ class Action(_Tracked):
         id: str | None = None,
         max_queued_time: str | float | None = None,
         deadline: str | float | None = None,
+        task: str | None = None,
+        run_queue: str | None = None,
         client: SluiceClient | None = None,
     ) -> JSON:
         """Queue one action (the keywords of `Action.spec`); raises ResourceExhausted when the
@@ -567,6 +575,8 @@ class Action(_Tracked):
             id=id,
             max_queued_time=max_queued_time,
             deadline=deadline,
+            task=task,
+            run_queue=run_queue,
         )
         return _client(client).request("POST", "/actions", body=body)
 
@@ -731,6 +741,169 @@ class Trigger:
     def delete(name: str, *, client: SluiceClient | None = None) -> None:
         """The trigger and its history go; the runs it submitted stay."""
         _client(client).request("DELETE", f"/triggers/{name}")
+
+
+class Task:
+    """A stored task template, shaped like the seed's tasks:
+
+        env = TaskEnvironment("my_env", queue="default-pool")
+        @env.task(queue="gpu-pool", resources={"cpu": "8"})
+        def train_model() -> None: ...
+
+        train_model.override(queue="spot", resources={"cpu": "4"}).submit()
+
+    A submission without a queue goes to its run's queue, else the task's, else its
+    environment's, else the default queue; the action's `queue_source` says which.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        queue: str | None = None,
+        resources: Mapping[str, str | int] | None = None,
+        client: SluiceClient | None = None,
+    ) -> None:
+        self.name = name
+        self.queue = queue  # this invocation's (from `override`), not the template's
+        self.resources = resources
+        self.client = client
+
+    @staticmethod
+    def create(
+        name: str,
+        *,
+        queue: str | None = None,
+        environment_queue: str | None = None,
+        resources: Mapping[str, str | int] | None = None,
+        gpu: str | int | None = None,
+        environment: str | None = None,
+        max_queued_time: str | float | None = None,
+        client: SluiceClient | None = None,
+    ) -> Task:
+        """Store the template (one container from `resources`/`gpu`, or a reusable
+        `environment`); returns the task to submit."""
+        containers = None
+        if environment is None:
+            containers = [_drop_unset(resources=dict(resources or {}), gpu=gpu)]
+        body = _drop_unset(
+            name=name,
+            queue=queue,
+            environment_queue=environment_queue,
+            containers=containers,
+            environment=environment,
+            max_queued_time=max_queued_time,
+        )
+        _client(client).request("POST", "/tasks", body=body)
+        return Task(name, client=client)
+
+    @staticmethod
+    def get(name: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).request("GET", _path("/tasks", name))
+
+    @staticmethod
+    def list(*, client: SluiceClient | None = None) -> builtins.list[JSON]:
+        return _client(client).request("GET", "/tasks")
+
+    @staticmethod
+    def delete(name: str, *, client: SluiceClient | None = None) -> None:
+        _client(client).request("DELETE", _path("/tasks", name))
+
+    def override(
+        self, *, queue: str | None = None, resources: Mapping[str, str | int] | None = None
+    ) -> Task:
+        """This task for one invocation on `queue` and/or with one container of `resources`
+        (the seed's `task.override(queue=..., resources=...)`)."""
+        return Task(
+            self.name,
+            queue=queue if queue is not None else self.queue,
+            resources=resources if resources is not None else self.resources,
+            client=self.client,
+        )
+
+    def spec(self, *, run: str | None = None, run_queue: str | None = None) -> JSON:
+        return Action.spec(
+            task=self.name, queue=self.queue, resources=self.resources, run=run, run_queue=run_queue
+        )
+
+    def submit(self, *, run: str | None = None, id: str | None = None) -> JSON:
+        """Submit one invocation (into run `run`, which keeps the queue it was created with);
+        returns the action."""
+        body = self.spec(run=run) | _drop_unset(id=id)
+        return _client(self.client).request("POST", "/actions", body=body)
+
+
+class TaskEnvironment:
+    """The seed's `TaskEnvironment(name, queue=...)`: tasks declared with `env.task` route to
+    its queue unless they set their own."""
+
+    def __init__(
+        self, name: str, *, queue: str | None = None, client: SluiceClient | None = None
+    ) -> None:
+        self.name = name
+        self.queue = queue
+        self.client = client
+
+    @overload
+    def task(self, fn: Callable[..., Any], /) -> Task: ...
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        /,
+        *,
+        queue: str | None = None,
+        resources: Mapping[str, str | int] | None = None,
+        gpu: str | int | None = None,
+        max_queued_time: str | float | None = None,
+    ) -> Callable[[Callable[..., Any]], Task]: ...
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        queue: str | None = None,
+        resources: Mapping[str, str | int] | None = None,
+        gpu: str | int | None = None,
+        max_queued_time: str | float | None = None,
+    ) -> Task | Callable[[Callable[..., Any]], Task]:
+        """The seed's `@env.task` and `@env.task(queue=...)`: store a template named after the
+        function, in this environment. Sluice places work, it does not run it: the function's
+        body is not sent anywhere."""
+
+        def register(function: Callable[..., Any]) -> Task:
+            return Task.create(
+                function.__name__,
+                queue=queue,
+                environment_queue=self.queue,
+                resources=resources,
+                gpu=gpu,
+                max_queued_time=max_queued_time,
+                client=self.client,
+            )
+
+        return register if fn is None else register(fn)
+
+
+class RunContext:
+    """Settings of one run: `with_runcontext(queue="my-queue").run(main, count=10)`."""
+
+    def __init__(self, queue: str | None, client: SluiceClient | None) -> None:
+        self.queue = queue
+        self.client = client
+
+    def run(self, task: Task, *, count: int = 1, run: str | None = None) -> builtins.list[str]:
+        """A new run of `count` invocations of `task`, created on this context's queue;
+        returns the actions' ids. Its later submissions (`task.submit(run=...)`) inherit the
+        queue."""
+        run_id = run or f"run-{os.urandom(8).hex()}"
+        specs = [task.spec(run=run_id, run_queue=self.queue) for _ in range(count)]
+        return Action.submit_batch(specs, client=self.client or task.client)
+
+
+def with_runcontext(*, queue: str | None = None, client: SluiceClient | None = None) -> RunContext:
+    """The seed's `flyte.with_runcontext(queue=...)`."""
+    return RunContext(queue, client)
 
 
 class FleetConfig:

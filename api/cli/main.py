@@ -115,6 +115,7 @@ PLACES: dict[click.Group, tuple[tuple[str, str], ...]] = {
         ("scheduling-policy", "api.cli.job_queues:create_scheduling_policy"),
         ("service-environment", "api.cli.job_queues:create_service_environment"),
         ("trigger", "api.cli.triggers:create_trigger"),
+        ("task", "api.cli.tasks:create_task"),
     ),
     update: (
         ("queue", "api.cli.queues:update_queue"),
@@ -133,6 +134,8 @@ PLACES: dict[click.Group, tuple[tuple[str, str], ...]] = {
         ("jobs", "api.cli.job_queues:get_jobs"),
         ("trigger", "api.cli.triggers:get_trigger"),
         ("triggers", "api.cli.triggers:get_triggers"),
+        ("task", "api.cli.tasks:get_task"),
+        ("tasks", "api.cli.tasks:get_tasks"),
     ),
     drain: (("queue", "api.cli.queues:drain_queue"),),
     delete: (
@@ -141,6 +144,7 @@ PLACES: dict[click.Group, tuple[tuple[str, str], ...]] = {
         ("scheduling-policy", "api.cli.job_queues:delete_scheduling_policy"),
         ("service-environment", "api.cli.job_queues:delete_service_environment"),
         ("trigger", "api.cli.triggers:delete_trigger"),
+        ("task", "api.cli.tasks:delete_task"),
     ),
     cancel: (
         ("action", "api.cli.queues:cancel_action"),

@@ -305,9 +305,15 @@ def action_specs(
 
 
 @click.command()
-@click.option("--queue", help="Target queue [default: the default queue].")
+@click.option(
+    "--queue",
+    help="This invocation's queue [default: its run's, its task's, its environment's, else"
+    " the default queue].",
+)
+@click.option("--task", help="A stored task template: what the flags do not give comes from it.")
 @click.option("--id", "action_id", help="The action's id [default: made by the server].")
 @click.option("--run", help="The run it belongs to [default: its own id].")
+@click.option("--run-queue", help="Create the run on this queue; its later actions inherit it.")
 @click.option("--deadline", help="Fail if not done by this time or after this duration.")
 @action_options
 @click.option("--wait", is_flag=True, help="Wait until scheduled; a failure is the exit status.")
@@ -315,8 +321,10 @@ def action_specs(
 def submit(
     remote: Remote,
     queue: str | None,
+    task: str | None,
     action_id: str | None,
     run: str | None,
+    run_queue: str | None,
     deadline: str | None,
     wait: bool,
     **options: Any,
@@ -326,10 +334,13 @@ def submit(
     \b
     sluice submit --queue research --resources cpu=8 --resources memory=64Gi --gpu H100:4
     sluice submit --queue research --environment embedder --count 20
+    sluice submit --task train --run nightly-7 --run-queue gpu-pool
     sluice submit -f actions.yaml
     """
     client = remote.client
-    specs = action_specs(queue=queue, run=run, deadline=deadline, **options)
+    specs = action_specs(
+        queue=queue, task=task, run=run, run_queue=run_queue, deadline=deadline, **options
+    )
     if options["path"] is None and action_id is not None:  # else the server makes each id
         if len(specs) == 1:
             specs = [specs[0] | {"id": action_id}]

@@ -205,6 +205,8 @@ def action_detail(action: dict[str, Any]) -> str:
     lines = [
         f"action {action['id']}  queue {action['queue']}  run {action['run']}  {action['state']}"
     ]
+    if action.get("queue_source"):
+        lines.append(f"  queue from: {action['queue_source']}")
     for container in action["containers"]:
         requests = ", ".join(f"{k}={v}" for k, v in container["resources"].items())
         if container.get("gpu") is not None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Response, status
 
+from api.auth import Principal
 from api.deps import (
     NEXT_PAGE_RESPONSE,
     ListingDep,
@@ -26,11 +27,71 @@ from api.schemas.actions import (
     Moved,
 )
 from api.schemas.common import ExecutorReport
-from api.store.records import ActionRecord, Phase
+from api.store.records import ActionRecord, Phase, Routing, Store
 from api.views import action_view
-from models.snapshot import Snapshot
+from models.errors import InvalidInput
+from models.snapshot import Action, Snapshot
+from models.tasks import QueueSource, TaskTemplate, resolve_queue
 
 router = APIRouter(prefix="/actions", tags=["actions"])
+
+
+def _route(
+    submissions: list[ActionSubmit], store: Store, who: Principal, now: datetime
+) -> tuple[list[Action], Routing]:
+    """Each submission's action on its resolved queue (invocation > run > task > environment
+    > default, models.tasks.resolve_queue), rights checked on that queue. A run's queue is
+    the one a submission of this batch gives it, else the one it was created with."""
+    # Rights on a named queue come before any look-up, so a refusal does not tell what exists.
+    for named in sorted({s.queue for s in submissions if s.queue is not None}):
+        who.require_queue(named, "submit")
+    given: dict[str, str] = {}
+    for index, submission in enumerate(submissions):
+        run = submission.run or submission.id
+        if submission.run_queue is None:
+            continue
+        if run is None:
+            raise InvalidInput(
+                "run_queue needs a run (or an id, which names a run of one action)",
+                field=f"actions.{index}.run_queue" if len(submissions) > 1 else "run_queue",
+            )
+        if given.setdefault(run, submission.run_queue) != submission.run_queue:
+            raise InvalidInput(
+                f"run {run} is given two queues in one submission", field="run_queue"
+            )
+    tasks: dict[str, TaskTemplate] = {}
+    environments: dict[str, str] = {}
+    actions: list[Action] = []
+    sources: dict[str, QueueSource] = {}
+    for index, submission in enumerate(submissions):
+        task = None
+        if submission.task is not None:
+            if submission.task not in tasks:
+                tasks[submission.task] = store.get_task(submission.task)
+            task = tasks[submission.task]
+        if submission.queue is not None:  # the invocation wins: no other level is read
+            queue, source = submission.queue, QueueSource.INVOCATION
+        else:
+            run = submission.run or submission.id
+            run_queue = given.get(run) if run is not None else None
+            if run_queue is None and run is not None:
+                run_queue = store.run_queue(run)
+            environment = submission.environment_of(task)
+            if environment is not None and environment not in environments:
+                environments[environment] = store.get_environment(environment).environment.queue
+            if environment is not None:
+                environment_queue: str | None = environments[environment]
+            else:
+                environment_queue = None if task is None else task.environment_queue
+            queue, source = resolve_queue(
+                run_queue, None if task is None else task.queue, environment_queue
+            )
+            who.require_queue(queue, "submit")
+        where = ("actions", index) if len(submissions) > 1 else ()
+        action = submission.to_action(now, queue, task, where)
+        actions.append(action)
+        sources[action.id] = source
+    return actions, Routing(sources=sources, run_queues=given)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409, 429))
@@ -40,12 +101,13 @@ def submit_action(
     """Queue one action. The reply comes once it is on disk.
 
     A full queue answers 429 RESOURCE_EXHAUSTED at once; a draining queue
-    QUEUE_DRAINING; an unknown queue NOT_FOUND."""
-    who.require_queue(body.queue, "submit")
-    action = body.to_action(datetime.now(UTC))
-    store.submit([action])
+    QUEUE_DRAINING; an unknown queue NOT_FOUND. Without a queue it goes where its run, task
+    or environment routes it, or else to the default queue (`queue_source` says which)."""
+    actions, routing = _route([body], store, who, datetime.now(UTC))
+    store.submit(actions, routing)
+    (action,) = actions
     created(response, "actions", action.id)
-    return action_view(ActionRecord.submitted(action), ticker)
+    return action_view(ActionRecord.submitted(action, routing.sources[action.id]), ticker)
 
 
 @router.post(
@@ -54,15 +116,9 @@ def submit_action(
     responses=error_responses(403, 404, 409, 429),
 )
 def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> BatchAccepted:
-    """Queue many actions, all or none, in arrival order."""
-    for queue in sorted({submission.queue for submission in body.actions}):
-        who.require_queue(queue, "submit")
-    now = datetime.now(UTC)
-    actions = [
-        submission.to_action(now, ("actions", index))
-        for index, submission in enumerate(body.actions)
-    ]
-    store.submit(actions)
+    """Queue many actions, all or none, in arrival order; each routed as `POST /actions`."""
+    actions, routing = _route(body.actions, store, who, datetime.now(UTC))
+    store.submit(actions, routing)
     return BatchAccepted(ids=[action.id for action in actions])
 
 

@@ -12,7 +12,8 @@ from api.store.records import ActionRecord, Phase
 from models.errors import ErrorCode
 from models.fields import Duration, Timestamp
 from models.result import WaitingAction, WaitReason
-from models.snapshot import DEFAULT_QUEUE, Action, Container, Placement
+from models.snapshot import Action, Container, Placement
+from models.tasks import QueueSource, TaskTemplate
 
 
 class ContainerIn(Body):
@@ -25,12 +26,20 @@ class ContainerIn(Body):
 
 
 class ActionSubmit(Body):
-    """One action to queue. Without an id the server makes one; without a queue it goes to
-    the default queue."""
+    """One action to queue. Without an id the server makes one. Without a queue it inherits
+    one: its run's, its task's, its environment's, or else the default queue's."""
 
     id: Name | None = None
     run: str | None = Field(default=None, description="defaults to the action's own id")
-    queue: str = DEFAULT_QUEUE
+    queue: str | None = Field(default=None, description="this invocation's queue")
+    task: str | None = Field(
+        default=None,
+        description="a stored task template: what this submission does not give comes from it",
+    )
+    run_queue: str | None = Field(
+        default=None,
+        description="the queue of the run, kept for its later submissions (first one sets it)",
+    )
     containers: list[ContainerIn] = Field(default_factory=list)
     environment: str | None = Field(default=None, description="a reusable environment's name")
     max_queued_time: str | float | None = Field(default=None, examples=["1h"])
@@ -38,11 +47,32 @@ class ActionSubmit(Body):
         default=None, description="a time, or a duration from submission", examples=["6h"]
     )
 
-    def to_action(self, now: datetime, where: tuple[str | int, ...] = ()) -> Action:
-        data = self.model_dump(exclude_none=True)
+    def to_action(
+        self,
+        now: datetime,
+        queue: str,
+        task: TaskTemplate | None = None,
+        where: tuple[str | int, ...] = (),
+    ) -> Action:
+        """The action on `queue` (resolved by the caller, see models.tasks.resolve_queue),
+        with what it does not give taken from `task`."""
+        data = self.model_dump(exclude_none=True, exclude={"task", "run_queue"})
+        if task is not None and not self.containers and self.environment is None:
+            data["containers"] = [c.model_dump() for c in task.containers]
+            if task.environment is not None:
+                data["environment"] = task.environment
+        if task is not None and self.max_queued_time is None and task.max_queued_time:
+            data["max_queued_time"] = task.max_queued_time
         data["id"] = self.id or f"act-{uuid.uuid4().hex[:20]}"
+        data["queue"] = queue
         data["submitted_at"] = now
         return to_domain(Action, data, where)
+
+    def environment_of(self, task: TaskTemplate | None) -> str | None:
+        """The reusable environment the action runs in, given its task."""
+        if self.environment is not None or self.containers:
+            return self.environment
+        return None if task is None else task.environment
 
 
 class ActionBatch(Body):
@@ -83,6 +113,9 @@ class ActionPublic(BaseModel):
     id: str
     run: str
     queue: str
+    queue_source: QueueSource | None = Field(
+        description="which level set its queue (null: stored before sources were kept)"
+    )
     state: Phase
     submitted_at: Timestamp
     containers: list[Container]
@@ -120,6 +153,7 @@ class ActionPublic(BaseModel):
             id=action.id,
             run=action.run_id,
             queue=action.queue,
+            queue_source=record.queue_source,
             state=record.phase,
             submitted_at=action.submitted_at,
             containers=action.containers,

@@ -51,6 +51,7 @@ from models.snapshot import (
     Settings,
     Snapshot,
 )
+from models.tasks import QueueSource
 
 LIVE_SQL = "('queued', 'scheduled', 'running')"  # records.LIVE_PHASES, as SQL
 UNSPECIFIED_CODE = "UNSPECIFIED"  # the failure code of an executor's report that gave none
@@ -491,11 +492,13 @@ class SqliteActions(SqliteFile):
                 f"action {ids[0]!r} already exists (ids must be unique)", field="id"
             ) from None
 
-    _ACTION_COLUMNS = "body, phase, placement, code, message, scheduled_at, started_at, finished_at"
+    _ACTION_COLUMNS = (
+        "body, phase, placement, code, message, scheduled_at, started_at, finished_at, queue_source"
+    )
 
     @staticmethod
     def _action_record(row: tuple[Any, ...]) -> ActionRecord:
-        body, phase, placement, code, message, scheduled_at, started_at, finished_at = row
+        body, phase, placement, code, message, scheduled_at, started_at, finished_at, source = row
         return ActionRecord(
             action=Action.model_validate_json(body),
             phase=Phase(phase),
@@ -505,6 +508,7 @@ class SqliteActions(SqliteFile):
             scheduled_at=read_time(scheduled_at),
             started_at=read_time(started_at),
             finished_at=read_time(finished_at),
+            queue_source=QueueSource(source) if source else None,
         )
 
     def _fetch_action(self, conn: sqlite3.Connection, action_id: str) -> ActionRecord:

@@ -32,6 +32,7 @@ from models.snapshot import (
     Settings,
     Snapshot,
 )
+from models.tasks import QueueSource, TaskTemplate
 from models.triggers import FiringOutcome, Trigger
 
 
@@ -136,11 +137,24 @@ class ActionRecord:
     scheduled_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
+    queue_source: QueueSource | None = None  # None for actions stored before schema 4
 
     @classmethod
-    def submitted(cls, action: Action) -> ActionRecord:
+    def submitted(cls, action: Action, queue_source: QueueSource | None = None) -> ActionRecord:
         """The record of an action just submitted."""
-        return cls(action, Phase.QUEUED, None, None, None, None, None, None)
+        return cls(action, Phase.QUEUED, None, None, None, None, None, None, queue_source)
+
+
+@dataclass(frozen=True)
+class Routing:
+    """How a submission's queues were chosen: each action's queue source (by id) and the
+    queues its runs are created with (by run)."""
+
+    sources: dict[str, QueueSource] = field(default_factory=dict)
+    run_queues: dict[str, str] = field(default_factory=dict)
+
+
+NOT_ROUTED = Routing()
 
 
 @dataclass(frozen=True)
@@ -334,7 +348,17 @@ class QuotaStore(Protocol):
     ) -> JobRecord: ...
 
 
-class Store(QuotaStore, TriggerStore, Protocol):
+class TaskStore(Protocol):
+    """The task templates' and run queues' part of the service's store."""
+
+    def create_task(self, task: TaskTemplate) -> TaskTemplate: ...
+    def get_task(self, name: str) -> TaskTemplate: ...
+    def list_tasks(self) -> list[TaskTemplate]: ...
+    def delete_task(self, name: str) -> None: ...
+    def run_queue(self, run: str) -> str | None: ...
+
+
+class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
     """The service's only access to durable state."""
 
     def get_settings(self) -> Settings: ...
@@ -362,7 +386,7 @@ class Store(QuotaStore, TriggerStore, Protocol):
     def stop_environment(self, name: str) -> EnvironmentRecord: ...
     def stop_idle_environments(self, now: datetime) -> list[str]: ...
 
-    def submit(self, actions: list[Action]) -> None: ...
+    def submit(self, actions: list[Action], routing: Routing = NOT_ROUTED) -> None: ...
     def get_action(self, action_id: str) -> ActionRecord: ...
     def list_actions(
         self,

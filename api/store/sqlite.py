@@ -26,13 +26,14 @@ from pathlib import Path
 from api.store.actions import SqliteActions, queue_body
 from api.store.connection import stored_time
 from api.store.job_queues import SqliteJobQueues
-from api.store.records import ActionRecord
+from api.store.records import NOT_ROUTED, ActionRecord, Routing
+from api.store.tasks import SqliteTasks
 from api.store.tick_io import SqliteTickIO
 from api.store.triggers import SqliteTriggers
 from models.errors import FailedPrecondition, SluiceError, Unavailable
 from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings, Snapshot
 
-SCHEMA_VERSION = 3  # 2 added the job queues' tables, 3 the triggers', two columns
+SCHEMA_VERSION = 4  # 2 added the job queues' tables, 3 the triggers', two columns; 4 tasks
 
 log = logging.getLogger("sluice.store")
 
@@ -70,7 +71,8 @@ CREATE TABLE IF NOT EXISTS actions (
     scheduled_at TEXT,
     started_at TEXT,
     finished_at TEXT,
-    deadline_at TEXT                        -- the action's deadline as a time (schema 3)
+    deadline_at TEXT,                       -- the action's deadline as a time (schema 3)
+    queue_source TEXT                       -- schema 4: models.tasks.QueueSource; NULL before
 );
 CREATE INDEX IF NOT EXISTS actions_queue_phase ON actions (queue, phase);
 CREATE INDEX IF NOT EXISTS actions_live ON actions (seq)
@@ -134,16 +136,23 @@ CREATE TABLE IF NOT EXISTS trigger_firings (
 """
 
 
+_TASKS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (name TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS run_queues (run TEXT PRIMARY KEY, queue TEXT NOT NULL);
+"""
+
+
 @dataclass
 class _Ticket:
     """One caller's submission waiting for the next group commit."""
 
     actions: list[Action]
+    routing: Routing
     done: bool = False
     error: SluiceError | None = None
 
 
-class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
+class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers, SqliteTasks):
     """The embedded default store: every part of the interface over one SQLite file."""
 
     def __init__(self, path: str | Path) -> None:
@@ -157,13 +166,14 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
             raise
 
     def _create_schema(self) -> None:
-        self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA)
+        self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA + _TASKS_SCHEMA)
         with self._write() as conn:
             self._add_schema_3_columns(conn)
+            self._add_schema_4_columns(conn)
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) in (1, 2):  # 2 and 3 only added tables and a column, added above
+            elif int(row[0]) in (1, 2, 3):  # 2 to 4 only added tables and columns, added above
                 conn.execute(
                     "UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),)
                 )
@@ -223,16 +233,25 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
             " WHERE deadline_at IS NOT NULL AND phase IN ('scheduled', 'running')"
         )
 
+    @staticmethod
+    def _add_schema_4_columns(conn: sqlite3.Connection) -> None:
+        """Schema 4 keeps where each action's queue came from; older rows keep NULL (their
+        submissions named a queue or defaulted to the default queue, which one is not known)."""
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(actions)").fetchall()}
+        if "queue_source" not in columns:
+            conn.execute("ALTER TABLE actions ADD COLUMN queue_source TEXT")
+
     # -- group commit of submissions -----------------------------------------------------------
 
-    def submit(self, actions: list[Action]) -> None:
-        """Store `actions` durably, all or none; return only once they are on disk.
+    def submit(self, actions: list[Action], routing: Routing = NOT_ROUTED) -> None:
+        """Store `actions` durably, all or none, with how their queues were chosen; return only
+        once they are on disk.
 
         Callers on other threads that submit at the same time share one COMMIT:
         whoever gets the write lock commits every ticket pending by then, each in
         its own savepoint so one rejected batch does not undo another.
         """
-        ticket = _Ticket(actions)
+        ticket = _Ticket(actions, routing)
         with self._pending_lock:
             self._pending.append(ticket)
         with self._write_lock:
@@ -250,6 +269,9 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers):
                     conn.execute("SAVEPOINT submission")
                     try:
                         self._insert_actions(conn, ticket.actions)
+                        self._record_routing(
+                            conn, ticket.routing.sources, ticket.routing.run_queues
+                        )
                     except SluiceError as error:
                         conn.execute("ROLLBACK TO submission")
                         ticket.error = error

@@ -17,7 +17,9 @@ from typing import Any
 from api.store.actions import SqliteActions
 from api.store.connection import SqliteFile, read_time, stored_time
 from api.store.records import Firing, TriggerRecord
+from api.store.tasks import SqliteTasks
 from models.errors import AlreadyExists, NotFound, SluiceError
+from models.tasks import QueueSource
 from models.triggers import HISTORY_KEPT, CatchUp, FiringOutcome, Trigger, due_times
 
 _TRIGGER_COLUMNS = "seq, body, created_at, next_due"
@@ -180,9 +182,7 @@ class SqliteTriggers(SqliteFile):
                     )
             for at in times.on_time:
                 firings.append(
-                    self._submit_run(
-                        conn, trigger, seq, at, now, FiringOutcome.FIRED, 0, "on time"
-                    )
+                    self._submit_run(conn, trigger, seq, at, now, FiringOutcome.FIRED, 0, "on time")
                 )
             conn.executemany(
                 "INSERT INTO trigger_firings (trigger_seq, scheduled_for, fired_at, outcome,"
@@ -227,7 +227,12 @@ class SqliteTriggers(SqliteFile):
         run = _run_id(trigger, seq, at)
         conn.execute("SAVEPOINT firing")
         try:
-            SqliteActions._insert_actions(conn, trigger.run_actions(run, now))
+            actions = trigger.run_actions(run, now)
+            SqliteActions._insert_actions(conn, actions)
+            # The trigger's queue is its runs' queue (the seed's per-trigger routing).
+            SqliteTasks._record_routing(
+                conn, {action.id: QueueSource.RUN for action in actions}, {run: trigger.queue}
+            )
         except SluiceError as error:
             conn.execute("ROLLBACK TO firing")
             conn.execute("RELEASE firing")

@@ -53,6 +53,7 @@ JOB_QUEUE = {
     "quota_shares": [{"name": "s", **SHARE}],
 }
 JOB = {"job_queue": "research", "share": "s", "instance_type": G5}
+TASK = {"queue": "research", "containers": CONTAINERS}
 TRIGGER = {"every": "1h", "queue": "research", "actions": [{"containers": CONTAINERS}]}
 # (method, route path, request path, body, rule); destructive ones last.
 MATRIX: list[tuple[str, str, str, Any, str]] = [
@@ -158,7 +159,11 @@ MATRIX: list[tuple[str, str, str, Any, str]] = [
     ),
     ("POST", "/triggers/{name}/pause", "/triggers/nightly/pause", None, "queue"),
     ("POST", "/triggers/{name}/resume", "/triggers/nightly/resume", None, "queue"),
+    ("POST", "/tasks", "/tasks", {**TASK, "name": "new"}, "queue"),
+    ("GET", "/tasks", "/tasks", None, "any"),
+    ("GET", "/tasks/{name}", "/tasks/train", None, "any"),
     ("DELETE", "/triggers/{name}", "/triggers/nightly", None, "queue"),
+    ("DELETE", "/tasks/{name}", "/tasks/train", None, "queue"),
     ("DELETE", "/job-queues/{name}", "/job-queues/new", None, "admin"),
     ("DELETE", "/scheduling-policies/{name}", "/scheduling-policies/other", None, "admin"),
     ("DELETE", "/service-environments/{name}", "/service-environments/other", None, "admin"),
@@ -188,6 +193,7 @@ def _seed(svc: Service) -> None:
     ok("POST", "/job-queues", JOB_QUEUE)
     ok("POST", "/jobs", {**JOB, "id": "job"})
     ok("POST", "/triggers", {**TRIGGER, "name": "nightly"})
+    ok("POST", "/tasks", {**TASK, "name": "train"})
     svc.tick()
 
 
