@@ -221,24 +221,18 @@ class _Words:
     def _run(self, _: Assumption) -> Reason:
         runs, limit = len(self.usage.runs), self.queue.run_concurrency or 0
         run = self.frozen.action.run
-        return Reason(
-            kind=ReasonKind.RUN_CONCURRENCY,
-            queue=self.name,
-            used=runs,
-            limit=limit,
-            requested=1,
-            message=f"run concurrency {runs} of {limit}; its run {run} is not active yet",
-        )
+        message = f"run concurrency {runs} of {limit}; its run {run} is not active yet"
+        return self._slot_reason(ReasonKind.RUN_CONCURRENCY, runs, limit, message)
 
     def _action(self, _: Assumption) -> Reason:
         in_flight, limit = self.model.in_flight(), self.queue.action_concurrency or 0
+        message = f"action concurrency {in_flight} of {limit}"
+        return self._slot_reason(ReasonKind.ACTION_CONCURRENCY, in_flight, limit, message)
+
+    def _slot_reason(self, kind: ReasonKind, used: int, limit: int, message: str) -> Reason:
+        """A concurrency limit: admitting the action takes one more slot of it."""
         return Reason(
-            kind=ReasonKind.ACTION_CONCURRENCY,
-            queue=self.name,
-            used=in_flight,
-            limit=limit,
-            requested=1,
-            message=f"action concurrency {in_flight} of {limit}",
+            kind=kind, queue=self.name, used=used, limit=limit, requested=1, message=message
         )
 
     def _cap(self, assumption: Assumption) -> Reason:
