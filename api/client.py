@@ -459,7 +459,8 @@ class _Tracked(_Resource):
         message: str | None = None,
         client: SluiceClient | None = None,
     ) -> JSON:
-        """For executors: `started`, `succeeded` or `failed`; refused for a preempted job."""
+        """For executors: `started`, `succeeded` or `failed` (a job also `starting`, while its
+        containers start); refused for a preempted job."""
         body = _drop_unset(outcome=outcome, code=code, message=message)
         return _client(client).request("POST", _path(cls._path, item_id, "report"), body=body)
 
@@ -1149,7 +1150,7 @@ class Job(_Tracked):
 
     _path = "/jobs"
     _noun = "job"
-    _until = ("SCHEDULED", "RUNNING", "SUCCEEDED")
+    _until = ("SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED")
     _failed_and_done = ("FAILED", "SUCCEEDED", "CANCELLED")
 
     @staticmethod

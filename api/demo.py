@@ -243,28 +243,34 @@ class DemoExecutor:
                 self.deadlines_stopped += 1
 
     def _run_jobs(self, clock: float, now: datetime) -> None:
-        """Start the jobs the tick scheduled and finish running ones when their time is up.
+        """Start the jobs the tick scheduled (STARTING, then RUNNING at the next pass) and
+        finish running ones when their time is up.
 
         A job the tick preempted is QUEUED again (back in its share's line): its run is
         forgotten, and a report that races with a preemption is refused (409), so it is
         stopped rather than reported.
         """
-        scheduled = self.store.list_jobs(
-            phase=JobPhase.SCHEDULED, listing=Listing(limit=1000)
-        ).items
-        running = self.store.list_jobs(phase=JobPhase.RUNNING, listing=Listing(limit=1000)).items
-        holding = {record.job.id for record in (*scheduled, *running)}
+        scheduled, starting, running = (
+            self.store.list_jobs(phase=phase, listing=Listing(limit=1000)).items
+            for phase in (JobPhase.SCHEDULED, JobPhase.STARTING, JobPhase.RUNNING)
+        )
+        holding = {record.job.id for record in (*scheduled, *starting, *running)}
         for job_id in [job_id for job_id in self._job_finish_at if job_id not in holding]:
             del self._job_finish_at[job_id]
             self._note_preempted(job_id)
-        for record in scheduled:
-            job_id = record.job.id
-            try:
-                self.store.report_job(job_id, ReportedOutcome.STARTED, now)
-            except FailedPrecondition as error:  # preempted (or cancelled) since it was listed
-                log.info("demo: job %s not started: %s", job_id, error.message)
-                continue
-            self._job_finish_at[job_id] = clock + self._jobs_random.uniform(*_JOB_SECONDS)
+        for records, outcome in (
+            (starting, ReportedOutcome.STARTED),
+            (scheduled, ReportedOutcome.STARTING),
+        ):
+            for record in records:
+                job_id = record.job.id
+                try:
+                    self.store.report_job(job_id, outcome, now)
+                except FailedPrecondition as error:  # preempted (or cancelled) since listed
+                    log.info("demo: job %s not %s: %s", job_id, outcome.value, error.message)
+                    continue
+                if outcome is ReportedOutcome.STARTING:  # its run time counts from here
+                    self._job_finish_at[job_id] = clock + self._jobs_random.uniform(*_JOB_SECONDS)
         for record in running:
             job_id = record.job.id
             # Jobs running before a restart get a run time when first seen.
@@ -293,15 +299,18 @@ class DemoExecutor:
     def _submit_jobs(self, clock: float, now: datetime) -> None:
         """Keep project-a's line topped up, and now and then a project-b or project-c job."""
         counts = self.store.share_counts(DEMO_JOB_QUEUE)
-        empty = (0, 0, 0)
+        empty = (0, 0)
 
-        def live(share: str) -> tuple[int, int, int]:
+        def live(share: str) -> tuple[int, int]:
+            """Its jobs waiting and holding instances."""
             found = counts.get((DEMO_JOB_QUEUE, share))
-            return (found.queued, found.scheduled, found.running) if found else empty
+            if found is None:
+                return empty
+            return found.queued, found.scheduled + found.starting + found.running
 
         shares: list[str] = []
-        queued, scheduled, running = live(BORROWER)
-        borrowing = scheduled + running > 1  # above its limit of 1
+        queued, holding = live(BORROWER)
+        borrowing = holding > 1  # above its limit of 1
         shares += [BORROWER] * max(0, _BORROWER_LINE - queued)
         for share, gap in ((LENDER, _LENDER_GAP_S), (RESERVER, _RESERVER_GAP_S)):
             due = self._next_arrival.setdefault(

@@ -316,7 +316,7 @@ def _quota_metrics(
                 used.add_metric(key, share.usage.get(kind, 0))
                 borrowed.add_metric(key, share.borrowed.get(kind, 0))
                 lent.add_metric(key, share.lent.get(kind, 0))
-            for state in ("queued", "scheduled", "running"):
+            for state in ("queued", "scheduled", "starting", "running"):
                 jobs.add_metric([queue.name, share.name, state], getattr(share, state))
             preempted.add_metric(
                 [queue.name, share.name], sum(p.share == share.name for p in queue.preempted)

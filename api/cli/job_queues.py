@@ -34,7 +34,7 @@ SHARE_HELP = (
     "A quota share NAME:STRATEGY:TYPE=N[,TYPE=N...][:borrow-limit=PCT][:in-share-preemption],"
     " e.g. project-a:LEND_AND_BORROW:ml.g5.xlarge=1:borrow-limit=100 (repeat for several)."
 )
-JOB_STATES = ["QUEUED", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
+JOB_STATES = ["QUEUED", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
 
 
 # -- option parsing --------------------------------------------------------------------------
@@ -135,7 +135,8 @@ def job_queue_detail(queue: dict[str, Any]) -> str:
         preemption = "in-share preemption on" if share["in_share_preemption"] else ""
         lines.append(
             f"  {share['name']}: {share['queued']} queued, {share['scheduled']} scheduled,"
-            f" {share['running']} running{'; ' + preemption if preemption else ''}"
+            f" {share['starting']} starting, {share['running']} running"
+            f"{'; ' + preemption if preemption else ''}"
             f"{'; next: ' + ', '.join(share['line'][:5]) if share['line'] else ''}"
         )
     if queue["scheduled"]:

@@ -21,7 +21,7 @@ from api.deps import (
     paged,
 )
 from api.errors import error_responses
-from api.schemas.common import ExecutorReport
+from api.schemas.common import JobReport
 from api.schemas.jobs import JobPublic, JobSubmit, LastTick
 from api.store.records import JobPhase
 from api.ticker import TickLoop
@@ -82,9 +82,10 @@ def cancel_job(job_id: str, store: StoreDep, ticker: TickerDep, who: PrincipalDe
 
 @router.post("/{job_id}/report", responses=error_responses(403, 404, 409))
 def report_job(
-    job_id: str, body: ExecutorReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+    job_id: str, body: JobReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> JobPublic:
-    """An executor's report: started, succeeded or failed. Finishing frees the instances."""
+    """An executor's report: starting (it starts the containers), started, succeeded or
+    failed. Finishing frees the instances."""
     who.require_executor("report job outcomes")
     record = store.report_job(job_id, body.outcome, datetime.now(UTC), body.code, body.message)
     return JobPublic.of(record, _last_tick(ticker))

@@ -8,7 +8,7 @@ One module per resource family holds its bodies, cut as api/routes is.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
@@ -61,8 +61,15 @@ def to_domain(model: type[M], data: dict[str, Any], where: tuple[str | int, ...]
 
 
 class ExecutorReport(Body):
-    """What an executor says happened to a scheduled action or job."""
+    """What an executor says happened to a scheduled action."""
 
-    outcome: ReportedOutcome
+    outcome: Literal[ReportedOutcome.STARTED, ReportedOutcome.SUCCEEDED, ReportedOutcome.FAILED]
     code: ErrorCode | None = Field(default=None, description="for failed: the failure's code")
     message: str | None = None
+
+
+class JobReport(ExecutorReport):
+    """What an executor says happened to a job holding instances: `starting` while it starts
+    the job's containers (the job is STARTING), then `started`, `succeeded` or `failed`."""
+
+    outcome: ReportedOutcome  # type: ignore[assignment]  # a job's life has one more step

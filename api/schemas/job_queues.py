@@ -145,6 +145,7 @@ class SharePublic(BaseModel):
     line: list[str] = Field(description="queued jobs in the order they will be considered")
     queued: int
     scheduled: int
+    starting: int = Field(description="jobs whose executor is starting their containers")
     running: int
 
 
@@ -213,5 +214,6 @@ def _share(
         line=ticked.line if ticked else [],
         queued=counts.queued,
         scheduled=counts.scheduled,
+        starting=counts.starting,
         running=counts.running,
     )

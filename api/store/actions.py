@@ -567,6 +567,11 @@ class SqliteActions(SqliteFile):
         message: str | None = None,
     ) -> ActionRecord:
         """An executor's word on a scheduled action; finishing frees its charges."""
+        if outcome is ReportedOutcome.STARTING:
+            raise InvalidInput(
+                "an action has no starting phase: report started once it runs",
+                field="outcome",
+            )
         with self._write() as conn:
             record = self._fetch_action(conn, action_id)
             if record.code is ErrorCode.DEADLINE_EXCEEDED and record.phase is Phase.FAILED:

@@ -7,9 +7,10 @@ write transaction (api.store.tick_io, with the functions at the end of this modu
 Configuration is stored as the JSON of the models in models.quota; a job's row holds
 the submitted Job and its life beside it.
 
-A job's life: QUEUED -> SCHEDULED (the tick gave it its instances) -> RUNNING
+A job's life: QUEUED -> SCHEDULED (the tick gave it its instances) -> STARTING
+(an executor reported it is starting the job's containers; optional) -> RUNNING
 (an executor reported it started) -> SUCCEEDED | FAILED | CANCELLED. A
-preempted job goes from SCHEDULED or RUNNING back to QUEUED and keeps its
+preempted job goes from SCHEDULED, STARTING or RUNNING back to QUEUED and keeps its
 `seq` and `submitted_at`, so it is back in its share's line at its arrival
 place; the row remembers how often and, for the last time, why and for whom.
 """
@@ -30,6 +31,7 @@ from api.store.connection import (
 )
 from api.store.records import (
     FIRST_PAGE,
+    HOLDING_JOB_PHASES,
     AppliedJobs,
     JobPhase,
     JobQueueRecord,
@@ -59,8 +61,16 @@ from models.quota import (
 )
 from models.quota_result import PreemptReason, QuotaTickResult
 
-_LIVE_SQL = "('QUEUED', 'SCHEDULED', 'RUNNING')"
-_HOLDING_SQL = "('SCHEDULED', 'RUNNING')"
+_HOLDING_SQL = f"({', '.join(repr(phase.value) for phase in HOLDING_JOB_PHASES)})"
+_LIVE_SQL = f"('QUEUED', {_HOLDING_SQL[1:]}"
+
+# the phases a job must be in for each report; `starting` is optional before `started`
+_REPORTABLE_FROM: dict[ReportedOutcome, tuple[JobPhase, ...]] = {
+    ReportedOutcome.STARTING: (JobPhase.SCHEDULED,),
+    ReportedOutcome.STARTED: (JobPhase.SCHEDULED, JobPhase.STARTING),
+    ReportedOutcome.SUCCEEDED: HOLDING_JOB_PHASES,
+    ReportedOutcome.FAILED: HOLDING_JOB_PHASES,
+}
 
 
 def _relative(error: InvalidInput, prefix: str) -> InvalidInput:
@@ -422,11 +432,7 @@ class SqliteJobQueues(SqliteFile):
         """
         with self._write() as conn:
             record = self._job(conn, job_id)
-            allowed = (
-                (JobPhase.SCHEDULED,)
-                if outcome is ReportedOutcome.STARTED
-                else (JobPhase.SCHEDULED, JobPhase.RUNNING)
-            )
+            allowed = _REPORTABLE_FROM[outcome]
             if record.phase not in allowed:
                 preempted = record.last_preemption
                 why = (
@@ -440,7 +446,9 @@ class SqliteJobQueues(SqliteFile):
                     f" {outcome.value}",
                     field="job",
                 )
-            if outcome is ReportedOutcome.STARTED:
+            if outcome is ReportedOutcome.STARTING:
+                conn.execute("UPDATE jobs SET phase = 'STARTING' WHERE id = ?", (job_id,))
+            elif outcome is ReportedOutcome.STARTED:
                 conn.execute(
                     "UPDATE jobs SET phase = 'RUNNING', started_at = ? WHERE id = ?",
                     (stored_time(now), job_id),
@@ -467,8 +475,8 @@ class SqliteJobQueues(SqliteFile):
 def read_quota_snapshot(conn: sqlite3.Connection) -> dict[str, Any]:
     """The job queues' Snapshot fields, read inside the snapshot's read transaction.
 
-    SCHEDULED and RUNNING jobs hold their instances since they were scheduled (that is
-    the model's started_at, from which work lost is counted).
+    SCHEDULED, STARTING and RUNNING jobs hold their instances since they were scheduled
+    (that is the model's started_at, from which work lost is counted).
     """
     rows = conn.execute(
         f"SELECT body, phase, scheduled_at FROM jobs WHERE phase IN {_LIVE_SQL} ORDER BY seq"
@@ -477,8 +485,9 @@ def read_quota_snapshot(conn: sqlite3.Connection) -> dict[str, Any]:
     for body, phase, scheduled_at in rows:
         job = Job.model_validate_json(body)
         if phase != JobPhase.QUEUED:
-            state = JobState.SCHEDULED if phase == JobPhase.SCHEDULED else JobState.RUNNING
-            job = job.model_copy(update={"state": state, "started_at": read_time(scheduled_at)})
+            job = job.model_copy(
+                update={"state": JobState(phase), "started_at": read_time(scheduled_at)}
+            )
         jobs.append(job)
     return {
         "scheduling_policies": _all_named(conn, SchedulingPolicy),

@@ -166,6 +166,7 @@ class EnvironmentRecord:
 class ReportedOutcome(StrEnum):
     """What an executor reports about a scheduled action or a job holding instances."""
 
+    STARTING = "starting"  # jobs only: the executor is starting its containers
     STARTED = "started"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -175,10 +176,11 @@ class ReportedOutcome(StrEnum):
 
 
 class JobPhase(StrEnum):
-    """Where a job is in its life; the first three are live (in a line or holding instances)."""
+    """Where a job is in its life; the first four are live (in a line or holding instances)."""
 
     QUEUED = "QUEUED"
     SCHEDULED = "SCHEDULED"  # the tick gave it its instances
+    STARTING = "STARTING"  # an executor reported it is starting its containers
     RUNNING = "RUNNING"  # an executor reported it started
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
@@ -186,7 +188,10 @@ class JobPhase(StrEnum):
 
     @property
     def live(self) -> bool:
-        return self in (JobPhase.QUEUED, JobPhase.SCHEDULED, JobPhase.RUNNING)
+        return self in (JobPhase.QUEUED, *HOLDING_JOB_PHASES)
+
+
+HOLDING_JOB_PHASES = (JobPhase.SCHEDULED, JobPhase.STARTING, JobPhase.RUNNING)
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,7 @@ class ShareCounts:
 
     queued: int = 0
     scheduled: int = 0
+    starting: int = 0
     running: int = 0
 
 

@@ -33,7 +33,8 @@ from api.store.triggers import SqliteTriggers
 from models.errors import FailedPrecondition, SluiceError, Unavailable
 from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings, Snapshot
 
-SCHEMA_VERSION = 4  # 2 added the job queues' tables, 3 the triggers', two columns; 4 tasks
+# 2 added the job queues' tables, 3 the triggers', two columns; 4 tasks; 5 the jobs' STARTING
+SCHEMA_VERSION = 5
 
 log = logging.getLogger("sluice.store")
 
@@ -108,8 +109,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     preempt_message TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_queue_phase ON jobs (job_queue, phase);
-CREATE INDEX IF NOT EXISTS jobs_live ON jobs (seq)
-    WHERE phase IN ('QUEUED', 'SCHEDULED', 'RUNNING');
+CREATE INDEX IF NOT EXISTS jobs_live_phases ON jobs (seq)
+    WHERE phase IN ('QUEUED', 'SCHEDULED', 'STARTING', 'RUNNING');
+DROP INDEX IF EXISTS jobs_live;                -- before schema 5, it left out STARTING
 """
 
 
@@ -173,7 +175,7 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers, 
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) in (1, 2, 3):  # 2 to 4 only added tables and columns, added above
+            elif int(row[0]) in (1, 2, 3, 4):  # 2 to 5 added tables, columns and an index
                 conn.execute(
                     "UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),)
                 )

@@ -361,6 +361,46 @@ def test_in_share_preemption_and_lowered_limits_through_the_api(svc: Service) ->
 
 
 @pytest.mark.usefixtures("seed_job_queue")
+def test_a_starting_job_holds_its_instances_and_can_be_preempted(svc: Service) -> None:
+    """ "Within a share, optional preemption lets higher-priority jobs displace lower-priority
+    jobs that are SCHEDULED, STARTING or RUNNING." Issue 14: "The service has no STARTING phase
+    for jobs, though in-share preemption names SCHEDULED, STARTING or RUNNING." """
+    client = svc.client()
+    _submit(svc, "c-low", "project-c", priority=1)
+    svc.tick()
+    assert Job.report("c-low", "starting", client=client)["state"] == "STARTING"
+    with pytest.raises(FailedPrecondition, match="only SCHEDULED jobs can be reported starting"):
+        Job.report("c-low", "starting", client=client)
+    share = _share(JobQueue.details("training", client=client), "project-c")
+    assert (share["scheduled"], share["starting"], share["running"]) == (0, 1, 0)
+    project_c = {"job_queue": "training", "share": "project-c"}
+    metrics = svc.http.get("/metrics").text
+    assert value(metrics, "sluice_quota_share_jobs", **project_c, state="starting") == 1
+    snapshot = read_snapshot_stream(svc.http.get("/snapshot").content)
+    assert [(j.id, j.state.value) for j in snapshot.jobs] == [("c-low", "STARTING")]
+    code, out, _ = _cli(svc, "get jobs --state STARTING")
+    assert code == 0 and "c-low" in out and "STARTING" in out
+
+    QuotaShare.update("training", "project-c", in_share_preemption=True, client=client)
+    _submit(svc, "c-high", "project-c", priority=9)
+    svc.tick()
+    low = Job.get("c-low", client=client)
+    assert (low["state"], low["last_preemption"]["reason"]) == ("QUEUED", "in_share_priority")
+    with pytest.raises(FailedPrecondition, match=r"job c-low is QUEUED \(preempted at"):
+        Job.report("c-low", "started", client=client)
+    # `starting` is optional: started follows either step.
+    assert Job.report("c-high", "starting", client=client)["state"] == "STARTING"
+    assert Job.report("c-high", "started", client=client)["state"] == "RUNNING"
+    assert Job.report("c-high", "succeeded", client=client)["state"] == "SUCCEEDED"
+
+
+def test_an_action_has_no_starting_report(svc: Service) -> None:
+    """Only jobs have the STARTING step (D141): the actions' report body does not take it."""
+    code, error = svc.error("POST", "/actions/any/report", {"outcome": "starting"})
+    assert (code, error["code"], error["field"]) == (400, "INVALID_ARGUMENT", "outcome")
+
+
+@pytest.mark.usefixtures("seed_job_queue")
 def test_job_submission_errors_and_failures(svc: Service) -> None:
     cases = [
         ({"job_queue": "nope"}, 404, "job_queue"),
@@ -481,3 +521,23 @@ def test_a_schema_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         assert version == (str(SCHEMA_VERSION),)
+
+
+def test_a_schema_4_file_indexes_starting_jobs_as_live(tmp_path: Path) -> None:
+    """Schema 5 lets a job be STARTING: a version 4 file's index of live jobs is rebuilt so
+    the tick's read of live jobs still uses it."""
+    path = tmp_path / "old.db"
+    SqliteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema'")
+        conn.execute("DROP INDEX jobs_live_phases")
+        conn.execute(
+            "CREATE INDEX jobs_live ON jobs (seq) WHERE phase IN ('QUEUED', 'SCHEDULED', 'RUNNING')"
+        )
+    SqliteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'jobs'").fetchall()
+        indexes = {name for (name,) in rows}
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    assert "jobs_live_phases" in indexes and "jobs_live" not in indexes
+    assert version == (str(SCHEMA_VERSION),) == ("5",)
