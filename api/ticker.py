@@ -60,6 +60,11 @@ class TickLoop:
         self.stats = TickStats()
         self.last_result: TickResult | None = None
         self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
+        # Scheduled or running actions the last tick failed at their deadline, by queue (the
+        # watch streams tell their executors to stop them); ids expired by a tick that was
+        # not written back wait for the next one that is.
+        self.deadline_exceeded: dict[str, list[str]] = {}
+        self._expired: dict[str, list[str]] = {}
         # Called with the stats after each written-back tick (api.metrics' histogram).
         self.on_tick: list[Callable[[TickStats], None]] = []
         self._ticked = asyncio.Condition()
@@ -125,6 +130,7 @@ class TickLoop:
         self.stats.last_error = None
         self.last_result = result
         self.waiting = {entry.action: entry for entry in result.waiting}
+        self.deadline_exceeded, self._expired = self._expired, {}
         async with self._ticked:
             self.stats.ticks += 1
             self._ticked.notify_all()
@@ -154,7 +160,9 @@ class TickLoop:
         A trigger's time more than two periods old (at least a second) passed while the
         service was down, or while ticks overran: the trigger's catch_up decides."""
         now = self.clock()
-        self.store.expire_deadlines(now)
+        for action_id in self.store.expire_deadlines(now):
+            queue = self.store.get_action(action_id).action.queue
+            self._expired.setdefault(queue, []).append(action_id)
         self.store.stop_idle_environments(now)
         self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
 

@@ -31,7 +31,11 @@ def _view(record: QueueRecord, counts: dict[str, QueueCounts], ticker: TickLoop)
     name = record.queue.name
     metrics = result.queues.get(name) if result else None
     return QueuePublic.of(
-        record, counts.get(name, QueueCounts()), metrics, result.now if result else None
+        record,
+        counts.get(name, QueueCounts()),
+        metrics,
+        result.now if result else None,
+        ticker.deadline_exceeded.get(name, []),
     )
 
 

@@ -104,6 +104,13 @@ def queue_detail(queue: dict[str, Any]) -> str:
     banner = blocked_banner(queue)
     if banner:
         lines += [banner, ""]
+    expired = queue.get("deadline_exceeded")
+    if expired:
+        lines += [
+            f"!! DEADLINE EXCEEDED at the last tick: {', '.join(expired)}; their executors must"
+            " stop them",
+            "",
+        ]
     head = queue.get("head_explanation")
     if head:
         lines += [f"   why {head['action']} waits: {item['message']}" for item in head["items"]]
@@ -180,6 +187,8 @@ def queue_table(queues: list[dict[str, Any]]) -> str:
             status.append(f"BLOCKED {_since(queue)} ({queue['blocked_behind_head']} behind)")
         if queue["draining"]:
             status.append("draining")
+        if queue.get("deadline_exceeded"):
+            status.append(f"{len(queue['deadline_exceeded'])} past deadline")
         rows.append(
             (
                 queue["name"],

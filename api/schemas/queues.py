@@ -90,6 +90,11 @@ class QueuePublic(BaseModel):
     depth_used: int
     waiting: int
     as_of: Timestamp | None = Field(description="the tick the usage figures come from")
+    deadline_exceeded: list[str] = Field(
+        default_factory=list,
+        description="actions the last tick failed DEADLINE_EXCEEDED while scheduled or running:"
+        " their executors must stop them and report failed",
+    )
     head_explanation: Explanation | None = Field(
         default=None, description="why the blocked head waits (GET /queues/{name} only)"
     )
@@ -101,6 +106,7 @@ class QueuePublic(BaseModel):
         counts: QueueCounts,
         metrics: QueueMetrics | None,
         as_of: datetime | None,
+        deadline_exceeded: list[str],
     ) -> QueuePublic:
         """Settings and counts as stored now; usage as of the last tick."""
         queue = record.queue
@@ -133,4 +139,5 @@ class QueuePublic(BaseModel):
             depth_used=counts.depth_used,
             waiting=counts.queued,
             as_of=as_of if metrics else None,
+            deadline_exceeded=deadline_exceeded,
         )

@@ -8,8 +8,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from api.client import Action
+from api.cli.context import Remote
+from api.cli.main import main
+from api.client import Action, Queue
 from api.demo import DemoExecutor, load_demo_fleet
 from api.store.sqlite import SqliteStore
 from models.errors import DeadlineExceeded
@@ -52,6 +55,33 @@ def test_a_running_action_fails_at_its_deadline_and_frees_its_charges(svc: Servi
     assert "stop it and report failed to acknowledge" in body["message"]
     acknowledged = svc.ok("POST", "/actions/late/report", {"outcome": "failed"})
     assert (acknowledged["state"], acknowledged["code"]) == ("failed", "DEADLINE_EXCEEDED")
+
+
+def test_the_watch_stream_says_a_running_action_failed_at_its_deadline(svc: Service) -> None:
+    """Issue 14: "At the deadline a scheduled or running action fails `DEADLINE_EXCEEDED`, its
+    charges are released at once, and its executor is told to stop (the action's state and the
+    watch stream say so ...)"."""
+    client = svc.client()
+    svc.ok("POST", "/queues", {"name": "one", "max_resources": {"cpu": "1"}}, status=201)
+    for action_id, deadline in (("late", {"deadline": "1h"}), ("next", {})):
+        svc.ok("POST", "/actions", {"id": action_id, "queue": "one", "containers": ONE_CPU}
+               | deadline, 201)  # fmt: skip
+    svc.tick()
+    svc.ok("POST", "/actions/late/report", {"outcome": "started"})
+    _at_clock(svc, datetime.now(UTC) + timedelta(hours=1, seconds=1))
+    svc.tick()
+    (event,) = Queue.watch("one", limit=1, client=client)
+    assert event["deadline_exceeded"] == ["late"]
+    assert svc.ok("GET", "/actions/next")["state"] == "scheduled"  # on the freed cpu
+    (table,) = Queue.watch_pool(limit=1, client=client)
+    assert next(q for q in table if q["name"] == "one")["deadline_exceeded"] == ["late"]
+    detail = CliRunner().invoke(main, ["get", "queue", "one"], obj=Remote(connection=client))
+    assert "!! DEADLINE EXCEEDED at the last tick: late; their executors must stop them" in (
+        detail.stdout
+    )
+    svc.tick()  # said once: the next tick has nothing to add
+    (event,) = Queue.watch("one", limit=1, client=client)
+    assert event["deadline_exceeded"] == []
 
 
 def test_a_scheduled_action_not_yet_started_fails_too(svc: Service) -> None:

@@ -437,7 +437,7 @@ pages.shares = function () {
             el("td", {}, share.name), el("td", {}, el("code", {}, share.strategy)), el("td", {}, type),
             el("td", {}, bar({ label: "", used, cap: own, share: ratio(used, own) })),
             el("td", { class: "num" }, share.lent[type] || 0), el("td", { class: "num" }, share.borrowed[type] || 0),
-            el("td", { class: "num" }, share.queued), el("td", { class: "num" }, share.scheduled + share.running));
+            el("td", { class: "num" }, share.queued), el("td", { class: "num" }, share.scheduled + share.starting + share.running));
         })))))) : el("p", { class: "muted" }, "no job queues"));
     for (const queue of queues) {
       for (const job of queue.preempted) {
