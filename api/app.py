@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
 from api.auth import Authenticator
+from api.cleanup import Cleanup
 from api.config import ServiceSettings
 from api.deps import reject_unknown_query
 from api.errors import document_errors, install_error_handlers
@@ -31,7 +32,7 @@ from api.routes import (
     watch,
 )
 from api.routes import settings as org_settings
-from api.store.records import Store
+from api.store.records import Retention, Store
 from api.store.sqlite import SqliteStore
 from api.ticker import TickFn, TickLoop, solver_tick
 from api.web import routes as web
@@ -67,7 +68,13 @@ def create_app(
             settings.period_s,
         )
         app.state.metrics = ServiceMetrics(app.state.store, app.state.ticker)
-        background = [asyncio.create_task(app.state.ticker.run_forever(), name="tick-loop")]
+        retention = Retention(settings.retain_finished_for, settings.retain_finished)
+        cleanup = Cleanup(app.state.store, retention, settings.retention_check_s)
+        stoppable = (app.state.ticker, cleanup)  # they finish what they write, then end
+        background = [
+            asyncio.create_task(app.state.ticker.run_forever(), name="tick-loop"),
+            asyncio.create_task(cleanup.run_forever(), name="cleanup"),
+        ]
         if settings.demo:
             from api.demo import DemoExecutor, load_demo_fleet
 
@@ -88,8 +95,9 @@ def create_app(
         try:
             yield
         finally:
-            app.state.ticker.stop()
-            for task in background[1:]:
+            for loop in stoppable:
+                loop.stop()
+            for task in background[len(stoppable) :]:
                 task.cancel()
             for task in background:
                 with contextlib.suppress(asyncio.CancelledError):

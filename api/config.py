@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
@@ -36,6 +37,19 @@ class ServiceSettings(BaseModel):
         default=15.0,
         description="Seconds between keep-alive comments on an idle stream, well under the"
         " idle timeouts of common proxies (60 s for nginx and AWS load balancers).",
+    )
+    retain_finished_for: timedelta | None = Field(
+        default=timedelta(days=7),
+        description="Finished actions are deleted this long after they finished; None keeps"
+        " them whatever their age. What /metrics counts of them stays counted.",
+    )
+    retain_finished: PositiveInt | None = Field(
+        default=100_000,
+        description="At most this many finished actions are kept (the newest); None keeps"
+        " any number.",
+    )
+    retention_check_s: PositiveFloat = Field(
+        default=60.0, description="Seconds between cleanups of finished actions."
     )
     demo: bool = False
     demo_seed: int = 7

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+from datetime import timedelta
 from pathlib import Path
 
 import click
@@ -21,6 +22,7 @@ from api.cli.job_queues import quota_summary
 from api.cli.render import tick_json, tick_summary
 from api.config import ServiceSettings
 from models.errors import InvalidInput
+from models.fields import format_duration, parse_duration
 
 _RECORD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message"}
 
@@ -59,6 +61,29 @@ def _default(setting: str) -> object:
 
 def _help(setting: str) -> str:
     return ServiceSettings.model_fields[setting].description or ""
+
+
+def _retain_for(_: click.Context, __: click.Parameter, value: str) -> timedelta | None:
+    """`--retain-for`: a duration, or `forever`."""
+    return None if value == "forever" else parse_duration(value, "retain-for")
+
+
+def _retain_finished(_: click.Context, __: click.Parameter, value: str) -> int | None:
+    """`--retain-finished`: a positive count, or `unlimited`."""
+    if value == "unlimited":
+        return None
+    if not value.isdecimal() or int(value) < 1:
+        raise InvalidInput(
+            f"retain-finished: {value!r} is not a positive count (or unlimited)",
+            field="retain-finished",
+        )
+    return int(value)
+
+
+def _spelled_default(setting: str) -> str:
+    """A retention default as its option spells it."""
+    value = _default(setting)
+    return format_duration(value) if isinstance(value, timedelta) else str(value)
 
 
 def is_loopback(host: str) -> bool:
@@ -153,6 +178,21 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
     help=_help("watch_keepalive_s"),
 )
 @click.option(
+    "--retain-for",
+    default=_spelled_default("retain_finished_for"),
+    show_default=True,
+    callback=_retain_for,
+    help="Delete finished actions this long after they finished (12h, 30d); forever keeps"
+    " them. /metrics keeps counting what they counted.",
+)
+@click.option(
+    "--retain-finished",
+    default=_spelled_default("retain_finished"),
+    show_default=True,
+    callback=_retain_finished,
+    help="Keep at most this many finished actions, the newest; unlimited keeps any number.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -178,6 +218,8 @@ def serve(
     max_body_bytes: int,
     max_watchers: int,
     watch_keepalive: float,
+    retain_for: timedelta | None,
+    retain_finished: int | None,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -220,12 +262,16 @@ def serve(
         max_body_bytes=max_body_bytes,
         max_watchers=max_watchers,
         watch_keepalive_s=watch_keepalive,
+        retain_finished_for=retain_for,
+        retain_finished=retain_finished,
         demo=demo,
     )
     effective = {
         "db": db, "host": host, "port": port, "period": period, "time_limit": settings.time_limit_s,
         "demo": demo, "auth": auth, "insecure": insecure, "max_body_bytes": max_body_bytes,
         "max_watchers": max_watchers, "watch_keepalive": watch_keepalive,
+        "retain_for": format_duration(retain_for) if retain_for else "forever",
+        "retain_finished": retain_finished or "unlimited",
         "log_level": log_level, "log_format": log_format,
     }  # fmt: skip
     # No option holds a secret (the tokens stay in the --auth file), so all are printed.

@@ -22,6 +22,7 @@ from api.store.connection import (
 )
 from api.store.records import (
     FIRST_PAGE,
+    UNSPECIFIED_CODE,
     ActionRecord,
     ActionTotals,
     EnvironmentRecord,
@@ -32,6 +33,7 @@ from api.store.records import (
     QueueRecord,
     ReportedOutcome,
 )
+from api.store.retention import with_retired
 from models.errors import (
     AlreadyExists,
     ErrorCode,
@@ -54,7 +56,6 @@ from models.snapshot import (
 from models.tasks import QueueSource
 
 LIVE_SQL = "('queued', 'scheduled', 'running')"  # records.LIVE_PHASES, as SQL
-UNSPECIFIED_CODE = "UNSPECIFIED"  # the failure code of an executor's report that gave none
 
 
 def queue_body(queue: Queue) -> str:
@@ -199,7 +200,8 @@ class SqliteActions(SqliteFile):
 
     def action_totals(self, bounds_s: tuple[float, ...]) -> dict[str, ActionTotals]:
         """Per queue: actions submitted, scheduled and failed (by code), and how long the
-        scheduled ones waited, bucketed at `bounds_s`; one scan of the table."""
+        scheduled ones waited, bucketed at `bounds_s`; one scan of the table, plus what
+        the finished actions pruned from it counted (api.store.retention)."""
         wait = "(julianday(scheduled_at) - julianday(submitted_at)) * 86400.0"
         buckets = "".join(f", COALESCE(SUM({wait} <= ?), 0)" for _ in bounds_s)
         with self._read() as conn:
@@ -213,19 +215,20 @@ class SqliteActions(SqliteFile):
                 " GROUP BY queue, code",
                 (UNSPECIFIED_CODE,),
             ).fetchall()
-        failed: dict[str, dict[str, int]] = {}
-        for queue, code, count in failures:
-            failed.setdefault(queue, {})[code] = count
-        return {
-            queue: ActionTotals(
-                submitted=submitted,
-                scheduled=scheduled,
-                failed=failed.get(queue, {}),
-                wait_le=tuple(wait_le),
-                wait_sum_s=wait_sum_s,
-            )
-            for queue, submitted, scheduled, wait_sum_s, *wait_le in rows
-        }
+            failed: dict[str, dict[str, int]] = {}
+            for queue, code, count in failures:
+                failed.setdefault(queue, {})[code] = count
+            live = {
+                queue: ActionTotals(
+                    submitted=submitted,
+                    scheduled=scheduled,
+                    failed=failed.get(queue, {}),
+                    wait_le=tuple(wait_le),
+                    wait_sum_s=wait_sum_s,
+                )
+                for queue, submitted, scheduled, wait_sum_s, *wait_le in rows
+            }
+            return with_retired(conn, live, bounds_s)
 
     # -- clusters ------------------------------------------------------------------------------
 

@@ -113,6 +113,18 @@ class QueueCounts:
 
 
 @dataclass(frozen=True)
+class Retention:
+    """How long finished actions are kept: `max_age` since they finished, and at most
+    `max_count` of them (the newest); None leaves that bound out."""
+
+    max_age: timedelta | None = timedelta(days=7)
+    max_count: int | None = 100_000
+
+
+UNSPECIFIED_CODE = "UNSPECIFIED"  # the failure code of an executor's report that gave none
+
+
+@dataclass(frozen=True)
 class ActionTotals:
     """One queue's actions counted over every row the store holds (so a restart keeps them).
 
@@ -378,6 +390,9 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
     def delete_queue(self, name: str) -> None: ...
     def queue_counts(self, queue: str | None = None) -> dict[str, QueueCounts]: ...
     def action_totals(self, bounds_s: tuple[float, ...]) -> dict[str, ActionTotals]: ...
+    def prune_finished(
+        self, now: datetime, retention: Retention, wait_bounds_s: tuple[float, ...]
+    ) -> int: ...
 
     def put_cluster(self, cluster: Cluster) -> None: ...
     def get_cluster(self, name: str) -> Cluster: ...

@@ -27,6 +27,7 @@ from api.store.actions import SqliteActions, queue_body
 from api.store.connection import stored_time
 from api.store.job_queues import SqliteJobQueues
 from api.store.records import NOT_ROUTED, ActionRecord, Routing
+from api.store.retention import RETENTION_SCHEMA, SqliteRetention
 from api.store.tasks import SqliteTasks
 from api.store.tick_io import SqliteTickIO
 from api.store.triggers import SqliteTriggers
@@ -34,6 +35,7 @@ from models.errors import FailedPrecondition, SluiceError, Unavailable
 from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings, Snapshot
 
 # 2 added the job queues' tables, 3 the triggers', two columns; 4 tasks; 5 the jobs' STARTING
+# and the counts of pruned actions (retired_totals)
 SCHEMA_VERSION = 5
 
 log = logging.getLogger("sluice.store")
@@ -154,7 +156,9 @@ class _Ticket:
     error: SluiceError | None = None
 
 
-class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers, SqliteTasks):
+class SqliteStore(
+    SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers, SqliteTasks, SqliteRetention
+):
     """The embedded default store: every part of the interface over one SQLite file."""
 
     def __init__(self, path: str | Path) -> None:
@@ -168,7 +172,9 @@ class SqliteStore(SqliteActions, SqliteJobQueues, SqliteTickIO, SqliteTriggers, 
             raise
 
     def _create_schema(self) -> None:
-        self._writer.executescript(_SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA + _TASKS_SCHEMA)
+        self._writer.executescript(
+            _SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA + _TASKS_SCHEMA + RETENTION_SCHEMA
+        )
         with self._write() as conn:
             self._add_schema_3_columns(conn)
             self._add_schema_4_columns(conn)

@@ -62,9 +62,11 @@ def service(
     period_s: float = 3600.0,
     tick_fn: TickFn | None = None,
     cluster: dict[str, Any] | None = EAST_SMALL,
+    **settings_fields: Any,
 ) -> Iterator[Service]:
+    """`settings_fields`: more of ServiceSettings (retain_finished=..., ...)."""
     settings = ServiceSettings(
-        db_path=tmp_path / "sluice.db", period_s=period_s, auth_file=auth_file
+        db_path=tmp_path / "sluice.db", period_s=period_s, auth_file=auth_file, **settings_fields
     )
     app = create_app(settings, tick_fn=tick_fn)
     with TestClient(app) as http:
