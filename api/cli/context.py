@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -104,6 +105,15 @@ def as_yaml(data: Any) -> str:
     import yaml  # only commands that print YAML pay for it
 
     return yaml.safe_dump(data, sort_keys=False).rstrip()
+
+
+def terminal_width() -> int | None:
+    """The width a table must fit: `$COLUMNS`, or the terminal's; None when the output goes
+    to a pipe or a file, whose reader gets every character."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdecimal() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def emit_frames(stream: Iterator[Any], output: str, text: Callable[[Any], str]) -> None:

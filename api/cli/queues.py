@@ -17,7 +17,15 @@ from typing import Any
 
 import click
 
-from api.cli.context import OUTPUT, Remote, as_yaml, emit, emit_frames, pass_remote
+from api.cli.context import (
+    OUTPUT,
+    Remote,
+    as_yaml,
+    emit,
+    emit_frames,
+    pass_remote,
+    terminal_width,
+)
 from api.cli.job_queues import apply_quota
 from api.cli.render import action_detail, queue_detail, queue_table
 from api.client import Action, FleetConfig, Queue
@@ -166,6 +174,11 @@ def update_queue(
     emit(queue, output, queue_detail)
 
 
+def _fitted_table(queues: list[dict[str, Any]]) -> str:
+    """The queues' table at the terminal's width as of this frame (a resized window fits)."""
+    return queue_table(queues, terminal_width())
+
+
 @click.command("queue")
 @click.argument("name", required=False)
 @click.option("--watch", is_flag=True, help="Keep updating, once per tick.")
@@ -199,9 +212,9 @@ def get_queue(
             emit(Queue.details(name, client=client), output, queue_detail)
     elif watch:
         stream = Queue.watch_pool(list(pools) or None, limit=limit, client=client)
-        emit_frames(stream, output, queue_table)
+        emit_frames(stream, output, _fitted_table)
     else:
-        emit(Queue.list(list(pools) or None, client=client), output, queue_table)
+        emit(Queue.list(list(pools) or None, client=client), output, _fitted_table)
 
 
 @click.command("queue")

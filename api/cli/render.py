@@ -177,10 +177,24 @@ def _accelerators_cell(queue: dict[str, Any]) -> str:
     return " ".join(parts) or "-"
 
 
-def queue_table(queues: list[dict[str, Any]]) -> str:
-    """Every queue in one table; a blocked queue is marked BLOCKED with how long."""
-    header = ("NAME", "POOL", "POLICY", "RUN", "WAIT", "DEPTH", "CPU", "MEMORY", "ACCEL", "STATUS")
-    rows = [header]
+QUEUE_COLUMNS = ("NAME", "STATUS", "RUN", "WAIT", "DEPTH", "CPU", "MEMORY", "ACCEL", "POLICY",
+                 "POOL")  # fmt: skip
+# How the table gives up width when it is wider than the terminal, step by step until it fits:
+# (column, the width it shrinks to; None drops it). The settings go first, then the usage
+# figures; the name shrinks before STATUS, which is what the table is for.
+_FIT_STEPS: tuple[tuple[str, int | None], ...] = (
+    ("POOL", len("POOL")), ("POLICY", len("POLICY")), ("POOL", None), ("POLICY", None),
+    ("ACCEL", len("ACCEL")), ("MEMORY", len("MEMORY")), ("CPU", len("CPU")),
+    ("DEPTH", len("DEPTH")), ("NAME", 16), ("STATUS", len("STATUS")), ("NAME", len("NAME")),
+)  # fmt: skip
+_GAP = "  "
+
+
+def queue_table(queues: list[dict[str, Any]], width: int | None = None) -> str:
+    """Every queue in one table, STATUS next to the name: a blocked queue is marked BLOCKED
+    with how long. Given a `width` (the terminal's), the table shrinks to fit it (_FIT_STEPS):
+    a cut cell ends in `…`, no header is cut, POOL and POLICY may go."""
+    rows = [QUEUE_COLUMNS]
     for queue in queues:
         status = []
         if queue["head_blocked"]:
@@ -192,22 +206,39 @@ def queue_table(queues: list[dict[str, Any]]) -> str:
         rows.append(
             (
                 queue["name"],
-                queue["pool"],
-                queue["scheduling"],
+                ", ".join(status) or "ok",
                 _limit(queue["running_actions"], queue["action_concurrency"]),
                 str(queue["waiting"]),
                 _limit(queue["depth_used"], queue["depth"]),
                 _resource_cell(queue, "cpu"),
                 _resource_cell(queue, "memory"),
                 _accelerators_cell(queue),
-                ", ".join(status) or "ok",
+                queue["scheduling"],
+                queue["pool"],
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    widths: dict[str, int] = {
+        name: max(len(row[i]) for row in rows) for i, name in enumerate(QUEUE_COLUMNS)
+    }
+    if width is not None:
+        for name, floor in _FIT_STEPS:
+            excess = sum(widths.values()) + len(_GAP) * (len(widths) - 1) - width
+            if excess <= 0:
+                break
+            if name not in widths:
+                continue
+            if floor is None:
+                del widths[name]
+            else:
+                widths[name] -= max(0, min(excess, widths[name] - floor))
+    kept = [i for i, name in enumerate(QUEUE_COLUMNS) if name in widths]
     return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
+        _GAP.join(_cell(row[i], widths[QUEUE_COLUMNS[i]]) for i in kept).rstrip() for row in rows
     )
+
+
+def _cell(text: str, width: int) -> str:
+    return text.ljust(width) if len(text) <= width else text[: width - 1] + "…"
 
 
 def action_detail(action: dict[str, Any]) -> str:

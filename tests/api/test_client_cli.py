@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from api.cli.context import Remote
 from api.cli.main import main
+from api.cli.render import QUEUE_COLUMNS
 from api.client import Action, Queue, SluiceClient
 from fixtures import FIXTURES
 from models.errors import (
@@ -134,7 +135,7 @@ def test_seed_cli_lines(svc: Service) -> None:
     code, out, _ = _cli(client, "get", "queue", "research", "--watch", "--limit", "2")
     assert code == 0 and out.count("queue research") == 2
     code, out, _ = _cli(client, "get", "queue", "--watch", "--limit", "1")
-    assert out.splitlines()[0].split()[:3] == ["NAME", "POOL", "POLICY"]
+    assert out.splitlines()[0].split()[:3] == ["NAME", "STATUS", "RUN"]
     _cli(client, "update", "queue", "research", "--pool", "gpu-pool")
     code, out, _ = _cli(client, "get", "queue", "--watch", "--pool", "gpu-pool", "--limit", "1")
     assert [line.split()[0] for line in out.strip().splitlines()[1:]] == ["research"]
@@ -165,6 +166,38 @@ def test_cli_blocked_banner_and_table_mark(svc: Service) -> None:
     assert "BLOCKED" in row and "(2 behind)" in row
     code, out, _ = _cli(client, "get", "action", "g1")
     assert "waiting:" in out
+
+
+def test_queue_table_fits_80_columns_with_status_early(svc: Service) -> None:
+    """Issue 17: "`sluice get queue --watch` wraps at 80 columns and pushes STATUS onto the
+    next line: fit the table to the terminal (STATUS early, columns shrink)"."""
+    client = svc.client()
+    long_pool = "pool-of-the-research-department-gpus"
+    for name in ("research-large-training-runs", "team-b"):
+        code, _, err = _cli(client, "create", "queue", name, "--pool", long_pool, "--max-gpus",
+                            "8", "--max-resources", "cpu=512", "--max-resources", "memory=4Ti",
+                            "--scheduling",
+                            "strict_fifo")  # fmt: skip
+        assert code == 0, err
+    for index, gpus in enumerate(["6", "4", "1"]):
+        code, _, err = _cli(client, "submit", "--queue", "research-large-training-runs",
+                            "--id", f"r{index}", "--resources", "cpu=1", "--gpu", gpus)  # fmt: skip
+        assert code == 0, err
+        svc.tick()
+    runner = CliRunner(env={"COLUMNS": "80"})
+    line = ["get", "queue", "--watch", "--pool", long_pool, "--limit", "1"]
+    for args in (line, ["get", "queue"]):
+        result = runner.invoke(main, args, obj=Remote(connection=client))
+        assert result.exit_code == 0, result.stderr
+        rows = [row for row in result.stdout.splitlines() if row.strip()]
+        assert max(len(row) for row in rows) <= 80, result.stdout
+        assert rows[0].split()[:2] == ["NAME", "STATUS"]
+        assert set(rows[0].split()) <= set(QUEUE_COLUMNS)  # no header cut
+        (blocked,) = [row for row in rows if row.startswith("research-large")]
+        assert "BLOCKED" in blocked and "(1 behind)" in blocked, result.stdout
+    # Into a pipe or a file, without COLUMNS: every character.
+    code, out, _ = _cli(client, "get", "queue")
+    assert long_pool in out and max(len(row) for row in out.splitlines()) > 80
 
 
 @pytest.mark.slow
