@@ -196,8 +196,9 @@ def test_queue_table_fits_80_columns_with_status_early(svc: Service) -> None:
         (blocked,) = [row for row in rows if row.startswith("research-large")]
         assert "BLOCKED" in blocked and "(1 behind)" in blocked, result.stdout
     # Into a pipe or a file, without COLUMNS: every character.
-    code, out, _ = _cli(client, "get", "queue")
-    assert long_pool in out and max(len(row) for row in out.splitlines()) > 80
+    remote = Remote(connection=client)
+    piped = CliRunner(env={"COLUMNS": None}).invoke(main, ["get", "queue"], obj=remote)
+    assert long_pool in piped.stdout and max(len(row) for row in piped.stdout.splitlines()) > 80
 
 
 @pytest.mark.slow
