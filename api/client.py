@@ -1137,9 +1137,9 @@ class QuotaShare:
         )
 
     @staticmethod
-    def delete(job_queue: str, name: str, *, client: SluiceClient | None = None) -> JSON:
-        """Remove a share without live jobs; returns the job queue."""
-        return _client(client).request("DELETE", _path("/job-queues", job_queue, "shares", name))
+    def delete(job_queue: str, name: str, *, client: SluiceClient | None = None) -> None:
+        """Remove a share without live jobs."""
+        _client(client).request("DELETE", _path("/job-queues", job_queue, "shares", name))
 
 
 class JobQueue:
