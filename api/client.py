@@ -23,12 +23,15 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, overload
-from urllib.parse import quote
+from typing import Any, ClassVar, TypeVar, overload
 
 import httpx
 
+from api.calls import Actions, Call, JobQueues, Jobs, Queues, Stream, Tasks, Triggers
+from api.calls import drop_unset as _drop_unset
+from api.calls import path as _path
 from models.errors import (
     AlreadyExists,
     ErrorCode,
@@ -42,6 +45,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 NEXT_PAGE_HEADER = "Next-Page-Token"  # api.deps sends it on every page but the last
 
 JSON = dict[str, Any]
+T = TypeVar("T")
 
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -62,15 +66,38 @@ def retry_after_s(response: httpx.Response) -> float | None:
         return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-class RetryTransport(httpx.BaseTransport):
-    """Retries an idempotent request that could not get an answer (a dropped connection, a
-    reset) with exponential backoff, and any request the server answers with 429 or 503 and
-    a `Retry-After` header, after the wait it asks for.
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When a request is tried again, for the sync and the async transports alike.
 
-    Connect errors are retried by the wrapped `httpx.HTTPTransport(retries=...)` for every
-    method (nothing was sent yet). A 429 without `Retry-After` (a full queue) is an answer, not
-    a retry: it is raised as RESOURCE_EXHAUSTED at once.
+    An idempotent request that could not get an answer (a dropped connection, a reset) is
+    retried with exponential backoff, and any request the server answers with 429 or 503
+    and a `Retry-After` header, after the wait it asks for. Connect errors are retried by
+    the wrapped httpx transport (`retries=...`) for every method (nothing was sent yet). A
+    429 without `Retry-After` (a full queue) is an answer, not a retry: it is raised as
+    RESOURCE_EXHAUSTED at once.
     """
+
+    retries: int = 3
+    backoff_s: float = 0.25
+    max_wait_s: float = 30.0
+
+    def after_error(self, attempt: int, request: httpx.Request) -> float | None:
+        """The wait before trying again after a transport error, None to raise it."""
+        if attempt == self.retries or request.method not in IDEMPOTENT:
+            return None
+        return min(self.max_wait_s, self.backoff_s * 2**attempt)
+
+    def after_answer(self, attempt: int, response: httpx.Response) -> float | None:
+        """The wait before trying again after an answer, None to return it."""
+        wait = retry_after_s(response) if response.status_code in (429, 503) else None
+        if wait is None or attempt == self.retries or wait > self.max_wait_s:
+            return None
+        return wait
+
+
+class RetryTransport(httpx.BaseTransport):
+    """An httpx transport that retries as its RetryPolicy says."""
 
     def __init__(
         self,
@@ -81,23 +108,21 @@ class RetryTransport(httpx.BaseTransport):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.inner = inner
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self.max_wait_s = max_wait_s
+        self.policy = RetryPolicy(retries, backoff_s, max_wait_s)
         self.sleep = sleep
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+        for attempt in range(self.policy.retries + 1):
             try:
                 response = self.inner.handle_request(request)
             except httpx.TransportError:
-                if last or request.method not in IDEMPOTENT:
+                wait = self.policy.after_error(attempt, request)
+                if wait is None:
                     raise
-                self.sleep(min(self.max_wait_s, self.backoff_s * 2**attempt))
+                self.sleep(wait)
                 continue
-            wait = retry_after_s(response) if response.status_code in (429, 503) else None
-            if wait is None or last or wait > self.max_wait_s:
+            wait = self.policy.after_answer(attempt, response)
+            if wait is None:
                 return response
             response.close()
             self.sleep(wait)
@@ -107,8 +132,60 @@ class RetryTransport(httpx.BaseTransport):
         self.inner.close()
 
 
+class StreamCursor:
+    """Where a server-sent event stream is, across reconnects, for the sync and the async
+    clients alike: the last event's id (sent back as `Last-Event-ID`), how many events a
+    `limit` still allows, and how many connections in a row brought nothing."""
+
+    def __init__(self, url: str, params: dict[str, Any] | None, reconnects: int) -> None:
+        self.url = url
+        self.params = dict(params or {})
+        self.limit: int | None = self.params.get("limit")
+        self.reconnects = reconnects
+        self.last_id: str | None = None
+        self.sent = 0
+        self.fruitless = 0
+        self.got_one = False
+
+    def request(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """The parameters and headers of the next connection."""
+        self.got_one = False
+        if self.limit is not None:
+            self.params["limit"] = self.limit - self.sent
+        return self.params, {"Last-Event-ID": self.last_id} if self.last_id is not None else {}
+
+    def seen(self, event_id: str | None) -> bool:
+        """Count one event; True once the limit is reached."""
+        self.got_one = True
+        self.last_id = event_id if event_id is not None else self.last_id
+        self.sent += 1
+        return self.limit is not None and self.sent >= self.limit
+
+    def dropped(self, problem: str) -> float:
+        """The connection ended: the backoff before the next, or UNAVAILABLE after
+        `reconnects` connections in a row without an event."""
+        self.fruitless = 0 if self.got_one else self.fruitless + 1
+        if self.fruitless > self.reconnects:
+            raise Unavailable(f"lost the stream from {self.url}: {problem}")
+        return min(5.0, 0.25 * 2**self.fruitless)
+
+
+def client_headers(token: str | None) -> dict[str, str]:
+    """The token from the caller or SLUICE_TOKEN, as a bearer header."""
+    token = token or os.environ.get("SLUICE_TOKEN")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def server_url(url: str | None) -> str:
+    return (url or os.environ.get("SLUICE_URL") or DEFAULT_URL).rstrip("/")
+
+
 class SluiceClient:
-    """One connection to a server: address, token, retries, and the error mapping."""
+    """One connection to a server: address, token, retries, and the error mapping.
+
+    `send(call)` sends one request of api.calls and returns the server's model
+    (`client.send(Queues.details("research")).head_blocked`); `request` returns JSON.
+    """
 
     def __init__(
         self,
@@ -120,9 +197,8 @@ class SluiceClient:
     ) -> None:
         """`http` replaces the connection (a FastAPI TestClient, in tests); `retries` is how
         often a request that got no answer, or a 429/503 with `Retry-After`, is tried again."""
-        self.url = (url or os.environ.get("SLUICE_URL") or DEFAULT_URL).rstrip("/")
-        token = token or os.environ.get("SLUICE_TOKEN")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.url = server_url(url)
+        headers = client_headers(token)
         if http is None:
             transport = RetryTransport(httpx.HTTPTransport(retries=retries), retries)
             http = httpx.Client(
@@ -134,6 +210,24 @@ class SluiceClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def send(self, call: Call[T]) -> T:
+        """Send one request; return its answer as the server's model, or raise its error."""
+        return call.read(self.json(call))
+
+    def json(self, call: Call[Any]) -> Any:
+        """Send one request; return the answer's JSON (None for an empty one)."""
+        return self.request(call.method, call.path, body=call.body, params=call.params)
+
+    def send_page(self, call: Call[builtins.list[T]]) -> tuple[builtins.list[T], str | None]:
+        """One page of a listing, as models, and the next page's token (None on the last)."""
+        items, token = self.page(call.path, call.params or {})
+        return call.read(items), token
+
+    def events(self, stream: Stream[T], *, reconnects: int = 5) -> Iterator[T]:
+        """A stream's events as models (see `stream`)."""
+        for data in self.stream(stream.path, stream.params, reconnects=reconnects):
+            yield stream.event.validate_python(data)
 
     def request(
         self,
@@ -160,7 +254,7 @@ class SluiceClient:
         except httpx.HTTPError as error:
             raise Unavailable(f"cannot reach the Sluice server at {self.url}: {error}") from None
         if response.is_error:
-            raise _error_of(response)
+            raise error_of(response)
         return response
 
     def stream(
@@ -172,65 +266,71 @@ class SluiceClient:
         opened again with `Last-Event-ID`, after a backoff; a `limit` counts the events of
         every connection. `reconnects` connections in a row without an event raise UNAVAILABLE.
         """
-        params = dict(params or {})
-        limit = params.get("limit")
-        last_id: str | None = None
-        sent = fruitless = 0
+        cursor = StreamCursor(self.url, params, reconnects)
         while True:
-            if limit is not None:
-                params["limit"] = limit - sent
-            headers = {"Last-Event-ID": last_id} if last_id is not None else {}
+            query, headers = cursor.request()
             problem = "the server closed it"
-            got_one = False
             try:
                 with self._http.stream(
-                    "GET", path, params=params, headers=headers, timeout=_STREAM_TIMEOUT
+                    "GET", path, params=query, headers=headers, timeout=STREAM_TIMEOUT
                 ) as response:
                     if response.is_error:
                         response.read()
-                        raise _error_of(response)
-                    for event_id, decoded in _server_events(response.iter_lines()):
-                        got_one = True
-                        last_id = event_id if event_id is not None else last_id
-                        sent += 1
+                        raise error_of(response)
+                    for event_id, decoded in server_events(response.iter_lines()):
+                        done = cursor.seen(event_id)
                         yield decoded
-                        if limit is not None and sent >= limit:
+                        if done:
                             return
             except httpx.HTTPError as error:
                 problem = str(error) or type(error).__name__
-            fruitless = 0 if got_one else fruitless + 1
-            if fruitless > reconnects:
-                raise Unavailable(f"lost the stream from {self.url}: {problem}")
-            time.sleep(min(5.0, 0.25 * 2**fruitless))
+            time.sleep(cursor.dropped(problem))
 
 
-_STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)  # idle streams get keep-alive comments
+STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)  # idle streams get keep-alive comments
 
 
-def _server_events(lines: Iterator[str]) -> Iterator[tuple[str | None, Any]]:
-    """(id, decoded data) of each server-sent event; an `error` event is raised."""
-    event, event_id, data = "message", None, []
-    for line in lines:
+class EventReader:
+    """Server-sent events from lines: (id, decoded data) per event; an `error` event raises.
+    Fed a line at a time, so the sync and the async clients read streams alike."""
+
+    def __init__(self) -> None:
+        self.event = "message"
+        self.event_id: str | None = None
+        self.data: list[str] = []
+
+    def _next(self) -> None:
+        self.event, self.event_id, self.data = "message", None, []
+
+    def feed(self, line: str) -> tuple[str | None, Any] | None:
+        """The event a blank line completes, else None."""
         if line.startswith("event:"):
-            event = line[6:].strip()
+            self.event = line[6:].strip()
         elif line.startswith("id:"):
-            event_id = line[3:].strip()
+            self.event_id = line[3:].strip()
         elif line.startswith("data:"):
-            data.append(line[5:].strip())
-        elif not line and data:
-            decoded = json.loads("\n".join(data))
-            if event == "error":
+            self.data.append(line[5:].strip())
+        elif not line and self.data:
+            decoded = json.loads("\n".join(self.data))
+            if self.event == "error":
                 raise error_from_code(**decoded)
-            yield event_id, decoded
-            event, event_id, data = "message", None, []
+            done = (self.event_id, decoded)
+            self._next()
+            return done
+        return None
 
 
-def _path(base: str, *segments: str) -> str:
-    """`base` and the segments, each URL-encoded: a name with `/`, `?` or `#` stays one segment."""
-    return "/".join([base, *(quote(segment, safe="") for segment in segments)])
+def server_events(lines: Iterator[str]) -> Iterator[tuple[str | None, Any]]:
+    """(id, decoded data) of each server-sent event; an `error` event is raised."""
+    reader = EventReader()
+    for line in lines:
+        event = reader.feed(line)
+        if event is not None:
+            yield event
 
 
-def _error_of(response: httpx.Response) -> SluiceError:
+def error_of(response: httpx.Response) -> SluiceError:
+    """The server's error answer as its exception (models.errors)."""
     try:
         body = response.json()
         return error_from_code(body["code"], body["message"], body.get("field"))
@@ -255,8 +355,9 @@ def _client(client: SluiceClient | None) -> SluiceClient:
     return client or _default or configure()
 
 
-def _drop_unset(**fields: Any) -> JSON:
-    return {key: value for key, value in fields.items() if value is not None}
+def _streamed(stream: Stream[Any], client: SluiceClient | None) -> Iterator[Any]:
+    """A stream's events as JSON, as the seed-shaped classes return them."""
+    return _client(client).stream(stream.path, stream.params)
 
 
 class Queue:
@@ -280,8 +381,8 @@ class Queue:
         client: SluiceClient | None = None,
     ) -> JSON:
         """Create a queue; returns its details."""
-        body = _drop_unset(
-            name=name,
+        call = Queues.create(
+            name,
             pool=pool,
             run_concurrency=run_concurrency,
             action_concurrency=action_concurrency,
@@ -293,7 +394,7 @@ class Queue:
             scheduling=scheduling,
             clusters=clusters,
         )
-        return _client(client).request("POST", "/queues", body=body)
+        return _client(client).json(call)
 
     @staticmethod
     def update(
@@ -316,7 +417,8 @@ class Queue:
     ) -> JSON:
         """Change a live queue. A map replaces the queue's map: `max_resources={}` removes
         the resource caps, as does `clear_max_resources=True`."""
-        changes = _drop_unset(
+        call = Queues.update(
+            name,
             pool=pool,
             run_concurrency=run_concurrency,
             action_concurrency=action_concurrency,
@@ -327,31 +429,28 @@ class Queue:
             max_accelerators=max_accelerators,
             scheduling=scheduling,
             clusters=clusters,
+            clear_max_resources=clear_max_resources,
+            clear_max_gpus=clear_max_gpus,
+            clear_max_accelerators=clear_max_accelerators,
         )
-        if clear_max_resources:
-            changes["max_resources"] = {}
-        if clear_max_gpus:
-            changes["max_gpus"] = None
-        if clear_max_accelerators:
-            changes["max_accelerators"] = {}
-        return _client(client).request("PATCH", _path("/queues", name), body=changes)
+        return _client(client).json(call)
 
     @staticmethod
     def details(name: str, *, client: SluiceClient | None = None) -> JSON:
         """Settings and usage: in_flight_resources, max_resources, accelerator_charges,
         max_gpus, max_accelerators, scheduling, head_blocked, head_blocked_since, ..."""
-        return _client(client).request("GET", _path("/queues", name))
+        return _client(client).json(Queues.details(name))
 
     @staticmethod
     def list(pools: list[str] | None = None, *, client: SluiceClient | None = None) -> list[JSON]:
-        return _client(client).request("GET", "/queues", params=_drop_unset(pool=pools))
+        return _client(client).json(Queues.list(pools))
 
     @staticmethod
     def watch(
         name: str, *, limit: int | None = None, client: SluiceClient | None = None
     ) -> Iterator[JSON]:
         """The queue's details now and after every tick."""
-        return _client(client).stream(_path("/watch", "queues", name), _drop_unset(limit=limit))
+        return _streamed(Queues.watch(name, limit=limit), client)
 
     @staticmethod
     def watch_pool(
@@ -361,18 +460,16 @@ class Queue:
         client: SluiceClient | None = None,
     ) -> Iterator[builtins.list[JSON]]:
         """Every live queue in the pools (all pools when omitted), now and after every tick."""
-        return _client(client).stream("/watch/queues", _drop_unset(pool=pools, limit=limit))
+        return _streamed(Queues.watch_pool(pools, limit=limit), client)
 
     @staticmethod
     def drain(name: str, *, undo: bool = False, client: SluiceClient | None = None) -> JSON:
         """Accept nothing new (or, with undo, accept again); what is there still runs."""
-        return _client(client).request(
-            "POST", _path("/queues", name, "undrain" if undo else "drain")
-        )
+        return _client(client).json(Queues.drain(name, undo=undo))
 
     @staticmethod
     def delete(name: str, *, client: SluiceClient | None = None) -> None:
-        _client(client).request("DELETE", _path("/queues", name))
+        _client(client).json(Queues.delete(name))
 
     @staticmethod
     def move(
@@ -380,8 +477,7 @@ class Queue:
     ) -> builtins.list[str]:
         """Move the waiting actions of `name` (those `where` keeps, e.g. "gpu>=8") to queue
         `to`, all or none, in arrival order; returns the ids moved."""
-        body = _drop_unset(to=to, where=where)
-        return _client(client).request("POST", _path("/queues", name, "move"), body=body)["ids"]
+        return _client(client).json(Queues.move(name, to=to, where=where))["ids"]
 
 
 def _every(poll_s: float) -> Iterator[None]:
@@ -441,13 +537,19 @@ class _Tracked(_Resource):
     """What Action and Job share: executors report the outcome of each one, and a caller
     can cancel it or wait for it to settle."""
 
+    _calls: ClassVar[type[Actions] | type[Jobs]]  # its requests
     _noun: ClassVar[str]  # "action", in the errors of `wait`
     _until: ClassVar[tuple[str, ...]]  # what `wait` waits for by default
     _failed_and_done: ClassVar[tuple[str, ...]]  # the failed state, then the other last ones
 
     @classmethod
+    def get(cls, item_id: str, *, client: SluiceClient | None = None) -> JSON:
+        """Its settings and state; a job also says its last_preemption and why it waits."""
+        return _client(client).json(cls._calls.get(item_id))
+
+    @classmethod
     def cancel(cls, item_id: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("POST", _path(cls._path, item_id, "cancel"))
+        return _client(client).json(cls._calls.cancel(item_id))
 
     @classmethod
     def report(
@@ -461,8 +563,8 @@ class _Tracked(_Resource):
     ) -> JSON:
         """For executors: `started`, `succeeded` or `failed` (a job also `starting`, while its
         containers start); refused for a preempted job."""
-        body = _drop_unset(outcome=outcome, code=code, message=message)
-        return _client(client).request("POST", _path(cls._path, item_id, "report"), body=body)
+        call = cls._calls.report(item_id, outcome, code=code, message=message)
+        return _client(client).json(call)
 
     @classmethod
     def wait(
@@ -500,6 +602,7 @@ class Action(_Tracked):
     """Submitting work and following it."""
 
     _path = "/actions"
+    _calls = Actions
     _noun = "action"
     _until = ("scheduled", "running", "succeeded")
     _failed_and_done = ("failed", "succeeded", "cancelled")
@@ -510,41 +613,7 @@ class Action(_Tracked):
         between the first read and the stream's start)."""
         return Queue.watch(found["queue"], client=client)
 
-    @staticmethod
-    def spec(
-        *,
-        queue: str | None = None,
-        resources: Mapping[str, str | int] | None = None,
-        gpu: str | int | None = None,
-        node_selector: dict[str, str] | None = None,
-        containers: list[JSON] | None = None,
-        environment: str | None = None,
-        run: str | None = None,
-        id: str | None = None,
-        max_queued_time: str | float | None = None,
-        deadline: str | float | None = None,
-        task: str | None = None,
-        run_queue: str | None = None,
-    ) -> JSON:
-        """The body of one submission; `resources`/`gpu` describe a single container. With a
-        `task`, what is not given (no container without `resources`/`gpu`) comes from it."""
-        from_task = task is not None and not resources and gpu is None
-        if containers is None and environment is None and not from_task:
-            container = _drop_unset(
-                resources=dict(resources or {}), gpu=gpu, node_selector=node_selector
-            )
-            containers = [container]
-        return _drop_unset(
-            id=id,
-            run=run,
-            queue=queue,
-            task=task,
-            run_queue=run_queue,
-            containers=containers,
-            environment=environment,
-            max_queued_time=max_queued_time,
-            deadline=deadline,
-        )
+    spec = staticmethod(Actions.spec)
 
     @staticmethod
     def submit(
@@ -565,7 +634,7 @@ class Action(_Tracked):
     ) -> JSON:
         """Queue one action (the keywords of `Action.spec`); raises ResourceExhausted when the
         queue is full, QueueDraining when it is draining."""
-        body = Action.spec(
+        call = Actions.submit(
             queue=queue,
             resources=resources,
             gpu=gpu,
@@ -579,19 +648,17 @@ class Action(_Tracked):
             task=task,
             run_queue=run_queue,
         )
-        return _client(client).request("POST", "/actions", body=body)
+        return _client(client).json(call)
 
     @staticmethod
     def move(ids: list[str], *, to: str, client: SluiceClient | None = None) -> list[str]:
         """Move waiting actions to queue `to`, all or none, keeping their arrival order."""
-        body = {"ids": ids, "to": to}
-        return _client(client).request("POST", "/actions/move", body=body)["ids"]
+        return _client(client).json(Actions.move(ids, to=to))["ids"]
 
     @staticmethod
     def submit_batch(specs: list[JSON], *, client: SluiceClient | None = None) -> list[str]:
         """Queue many actions (bodies from `Action.spec`), all or none; returns their ids."""
-        reply = _client(client).request("POST", "/actions/batch", body={"actions": specs})
-        return reply["ids"]
+        return _client(client).json(Actions.submit_batch(specs))["ids"]
 
     @staticmethod
     def list(
@@ -632,7 +699,7 @@ class Action(_Tracked):
     ) -> tuple[builtins.list[JSON], str | None]:
         """Actions in arrival order (`order="desc"`: newest first) and the next page's token,
         None on the last page."""
-        params = _drop_unset(
+        call = Actions.page(
             queue=queue,
             state=state,
             cluster=cluster,
@@ -641,7 +708,7 @@ class Action(_Tracked):
             order=order,
             page_token=page_token,
         )
-        return _client(client).page("/actions", params)
+        return _client(client).page(call.path, call.params or {})
 
 
 class Cron:
@@ -701,16 +768,16 @@ class Trigger:
             catch_up=self.catch_up,
             paused=self.paused,
         )
-        return _client(client).request("POST", "/triggers", body=body | self.schedule.body())
+        return _client(client).json(Triggers.create(body | self.schedule.body()))
 
     @staticmethod
     def get(name: str, *, client: SluiceClient | None = None) -> JSON:
         """Its schedule, state, next time and history of firings (newest first)."""
-        return _client(client).request("GET", f"/triggers/{name}")
+        return _client(client).json(Triggers.get(name))
 
     @staticmethod
     def list(*, client: SluiceClient | None = None) -> builtins.list[JSON]:
-        return _client(client).request("GET", "/triggers")
+        return _client(client).json(Triggers.list())
 
     @staticmethod
     def update(
@@ -728,20 +795,20 @@ class Trigger:
         changes = _drop_unset(timezone=timezone, queue=queue, actions=actions, catch_up=catch_up)
         if schedule is not None:
             changes |= schedule.body()
-        return _client(client).request("PATCH", f"/triggers/{name}", body=changes)
+        return _client(client).json(Triggers.update(name, changes))
 
     @staticmethod
     def pause(name: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("POST", f"/triggers/{name}/pause")
+        return _client(client).json(Triggers.pause(name))
 
     @staticmethod
     def resume(name: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("POST", f"/triggers/{name}/resume")
+        return _client(client).json(Triggers.pause(name, undo=True))
 
     @staticmethod
     def delete(name: str, *, client: SluiceClient | None = None) -> None:
         """The trigger and its history go; the runs it submitted stay."""
-        _client(client).request("DELETE", f"/triggers/{name}")
+        _client(client).json(Triggers.delete(name))
 
 
 class Task:
@@ -795,20 +862,20 @@ class Task:
             environment=environment,
             max_queued_time=max_queued_time,
         )
-        _client(client).request("POST", "/tasks", body=body)
+        _client(client).json(Tasks.create(body))
         return Task(name, client=client)
 
     @staticmethod
     def get(name: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("GET", _path("/tasks", name))
+        return _client(client).json(Tasks.get(name))
 
     @staticmethod
     def list(*, client: SluiceClient | None = None) -> builtins.list[JSON]:
-        return _client(client).request("GET", "/tasks")
+        return _client(client).json(Tasks.list())
 
     @staticmethod
     def delete(name: str, *, client: SluiceClient | None = None) -> None:
-        _client(client).request("DELETE", _path("/tasks", name))
+        _client(client).json(Tasks.delete(name))
 
     def override(
         self, *, queue: str | None = None, resources: Mapping[str, str | int] | None = None
@@ -831,7 +898,7 @@ class Task:
         """Submit one invocation (into run `run`, which keeps the queue it was created with);
         returns the action."""
         body = self.spec(run=run) | _drop_unset(id=id)
-        return _client(self.client).request("POST", "/actions", body=body)
+        return _client(self.client).json(Actions.submit_spec(body))
 
 
 class TaskEnvironment:
@@ -1070,9 +1137,9 @@ class QuotaShare:
         )
 
     @staticmethod
-    def delete(job_queue: str, name: str, *, client: SluiceClient | None = None) -> JSON:
-        """Remove a share without live jobs; returns the job queue."""
-        return _client(client).request("DELETE", _path("/job-queues", job_queue, "shares", name))
+    def delete(job_queue: str, name: str, *, client: SluiceClient | None = None) -> None:
+        """Remove a share without live jobs."""
+        _client(client).request("DELETE", _path("/job-queues", job_queue, "shares", name))
 
 
 class JobQueue:
@@ -1121,11 +1188,11 @@ class JobQueue:
     def details(name: str, *, client: SluiceClient | None = None) -> JSON:
         """state, status, reason, max_capacity, usage and per share usage, borrowed, lent,
         line; the last tick's scheduled and preempted jobs."""
-        return _client(client).request("GET", _path("/job-queues", name))
+        return _client(client).json(JobQueues.details(name))
 
     @staticmethod
     def list(*, client: SluiceClient | None = None) -> list[JSON]:
-        return _client(client).request("GET", "/job-queues")
+        return _client(client).json(JobQueues.list())
 
     @staticmethod
     def delete(name: str, *, client: SluiceClient | None = None) -> None:
@@ -1149,6 +1216,7 @@ class Job(_Tracked):
     """Submitting SageMaker Training jobs to quota shares, and following them."""
 
     _path = "/jobs"
+    _calls = Jobs
     _noun = "job"
     _until = ("SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED")
     _failed_and_done = ("FAILED", "SUCCEEDED", "CANCELLED")
@@ -1165,15 +1233,15 @@ class Job(_Tracked):
         client: SluiceClient | None = None,
     ) -> JSON:
         """Queue one job in its share's line."""
-        body = _drop_unset(
-            id=id,
+        call = Jobs.submit(
             job_queue=job_queue,
             share=share,
             instance_type=instance_type,
             count=count,
             priority=priority,
+            id=id,
         )
-        return _client(client).request("POST", "/jobs", body=body)
+        return _client(client).json(call)
 
     @staticmethod
     def list(
@@ -1184,5 +1252,5 @@ class Job(_Tracked):
         limit: int = 100,
         client: SluiceClient | None = None,
     ) -> list[JSON]:
-        params = _drop_unset(job_queue=job_queue, share=share, state=state, limit=limit)
-        return _client(client).request("GET", "/jobs", params=params)
+        call = Jobs.list(job_queue=job_queue, share=share, state=state, limit=limit)
+        return _client(client).json(call)

@@ -357,7 +357,9 @@ def update_job_queue(
         share_name = share.pop("name")
         queue = QuotaShare.put(name, share_name, client=client, **share)
     for share_name in removed:
-        queue = QuotaShare.delete(name, share_name, client=client)
+        QuotaShare.delete(name, share_name, client=client)
+    if removed:
+        queue = JobQueue.details(name, client=client)
     emit(queue, output, job_queue_detail)
 
 

@@ -191,10 +191,12 @@ def update_quota_share(
     return job_queue_view(store, ticker, name)
 
 
-@router.delete("/{name}/shares/{share}", responses=error_responses(403, 404, 409))
-def delete_quota_share(
-    name: str, share: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep
-) -> JobQueuePublic:
+@router.delete(
+    "/{name}/shares/{share}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(403, 404, 409),
+)
+def delete_quota_share(name: str, share: str, store: StoreDep, who: PrincipalDep) -> None:
     """Remove a share without live jobs (a queue keeps at least one)."""
     who.require_admin("change job queues")
 
@@ -211,4 +213,3 @@ def delete_quota_share(
         return queue.model_copy(update={"quota_shares": kept})
 
     store.update_job_queue(name, change)
-    return job_queue_view(store, ticker, name)

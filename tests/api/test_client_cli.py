@@ -168,9 +168,7 @@ def test_cli_blocked_banner_and_table_mark(svc: Service) -> None:
     assert "waiting:" in out
 
 
-def test_queue_table_fits_80_columns_with_status_early(
-    svc: Service, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_queue_table_fits_80_columns_with_status_early(svc: Service) -> None:
     """Issue 17: "`sluice get queue --watch` wraps at 80 columns and pushes STATUS onto the
     next line: fit the table to the terminal (STATUS early, columns shrink)"."""
     client = svc.client()
@@ -197,10 +195,10 @@ def test_queue_table_fits_80_columns_with_status_early(
         assert set(rows[0].split()) <= set(QUEUE_COLUMNS)  # no header cut
         (blocked,) = [row for row in rows if row.startswith("research-large")]
         assert "BLOCKED" in blocked and "(1 behind)" in blocked, result.stdout
-    # Into a pipe or a file, without COLUMNS (pytest's workers may export it): every character.
-    monkeypatch.delenv("COLUMNS", raising=False)
-    code, out, _ = _cli(client, "get", "queue")
-    assert long_pool in out and max(len(row) for row in out.splitlines()) > 80
+    # Into a pipe or a file, without COLUMNS: every character.
+    remote = Remote(connection=client)
+    piped = CliRunner(env={"COLUMNS": None}).invoke(main, ["get", "queue"], obj=remote)
+    assert long_pool in piped.stdout and max(len(row) for row in piped.stdout.splitlines()) > 80
 
 
 @pytest.mark.slow

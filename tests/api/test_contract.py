@@ -4,6 +4,8 @@ readable operation ids, Location on 201, 201 when PUT creates, media types decla
 from __future__ import annotations
 
 import json
+import re
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -123,6 +125,41 @@ def test_location_on_201_and_201_when_put_creates(svc: Service) -> None:
     assert svc.http.put("/environments/pool", json=pool).status_code == 200
     assert svc.http.put("/scheduling-policies/p", json={}).status_code == 201
     assert svc.http.put("/scheduling-policies/p", json={}).status_code == 200
+
+
+def test_one_delete_convention(svc: Service) -> None:
+    """Issue 17: "one delete convention": every DELETE answers 204 without a body, a quota
+    share's too (it answered 200 with its job queue)."""
+    document = svc.ok("GET", "/openapi.json")
+    deletes = {
+        path: sorted(code for code in ops["delete"]["responses"] if code.startswith("2"))
+        for path, ops in document["paths"].items()
+        if "delete" in ops
+    }
+    assert len(deletes) >= 8 and set(map(tuple, deletes.values())) == {("204",)}, deletes
+    svc.ok("PUT", "/scheduling-policies/p", {"quota_share_policy": {}}, status=201)
+    svc.ok("PUT", "/service-environments/e", {"capacity_limits": {"ml.g5.xlarge": 2}}, status=201)
+    shares = [{"name": n, "capacity_limits": {"ml.g5.xlarge": 1}, "strategy": "LEND"}
+              for n in ("a", "b")]  # fmt: skip
+    queue = {"name": "q", "scheduling_policy": "p", "service_environment": "e"}
+    svc.ok("POST", "/job-queues", queue | {"quota_shares": shares}, status=201)
+    response = svc.http.delete("/job-queues/q/shares/b")
+    assert (response.status_code, response.content) == (204, b"")
+    assert [s["name"] for s in svc.ok("GET", "/job-queues/q")["shares"]] == ["a"]
+
+
+def test_the_readme_names_what_sluice_uses_for_each_concern() -> None:
+    """Issue 17: "the README's ecosystem table says what Sluice uses for each concern and
+    why": a row per concern the issue names, and every runtime dependency in it."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    table = readme.split("## Ecosystem", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    concerns = {row.split("|")[1].strip() for row in rows[1:]}
+    assert {"metrics", "HTTP service", "Python client", "configuration", "tables"} <= concerns
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    names = [re.split(r"[<>=\[ ]", spec)[0] for spec in pyproject["project"]["dependencies"]]
+    missing = [name for name in names if name.lower() not in table.lower()]
+    assert not missing, missing
 
 
 def test_cli_lists_newest_first_a_page_at_a_time(svc: Service, tmp_path: Path) -> None:

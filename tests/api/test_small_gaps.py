@@ -57,7 +57,7 @@ def test_watch_into_a_closed_pipe_exits_quietly(server: Server) -> None:
         text=True,
         timeout=60,
     )
-    assert done.stdout.split()[:2] == ["NAME", "POOL"]
+    assert done.stdout.split()[:2] == ["NAME", "STATUS"]
     assert done.stderr == ""
 
 

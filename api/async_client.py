@@ -1,0 +1,181 @@
+"""The async client, for executors written with asyncio: the requests of api.calls over
+`httpx.AsyncClient`, with the sync client's retries, `Retry-After`, errors and stream
+reconnects (api.client's RetryPolicy, StreamCursor, EventReader and error_of).
+
+    from api.async_client import AsyncSluiceClient
+    from api.calls import Actions, Queues
+
+    async with AsyncSluiceClient() as client:             # SLUICE_URL, SLUICE_TOKEN
+        action = await client.send(Actions.submit(queue="research", resources={"cpu": "8"}))
+        async for queue in client.events(Queues.watch("research")):
+            print(queue.waiting, queue.head_blocked)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from api.calls import Call, Stream
+from api.client import (
+    NEXT_PAGE_HEADER,
+    STREAM_TIMEOUT,
+    EventReader,
+    RetryPolicy,
+    StreamCursor,
+    client_headers,
+    error_of,
+    server_url,
+)
+from models.errors import Unavailable
+
+T = TypeVar("T")
+
+
+class AsyncRetryTransport(httpx.AsyncBaseTransport):
+    """An async httpx transport that retries as its RetryPolicy says (as RetryTransport)."""
+
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport,
+        retries: int = 3,
+        backoff_s: float = 0.25,
+        max_wait_s: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.inner = inner
+        self.policy = RetryPolicy(retries, backoff_s, max_wait_s)
+        self.sleep = sleep
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        for attempt in range(self.policy.retries + 1):
+            try:
+                response = await self.inner.handle_async_request(request)
+            except httpx.TransportError:
+                wait = self.policy.after_error(attempt, request)
+                if wait is None:
+                    raise
+                await self.sleep(wait)
+                continue
+            wait = self.policy.after_answer(attempt, response)
+            if wait is None:
+                return response
+            await response.aclose()
+            await self.sleep(wait)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class AsyncSluiceClient:
+    """One async connection to a server; `send`, `send_page`, `events` and `request` as
+    SluiceClient's, awaited."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        http: httpx.AsyncClient | None = None,
+        retries: int = 3,
+    ) -> None:
+        """`http` replaces the connection (tests); `retries` as SluiceClient's."""
+        self.url = server_url(url)
+        headers = client_headers(token)
+        if http is None:
+            transport = AsyncRetryTransport(httpx.AsyncHTTPTransport(retries=retries), retries)
+            http = httpx.AsyncClient(
+                base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
+            )
+        else:
+            http.headers.update(headers)
+        self._http = http
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncSluiceClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def send(self, call: Call[T]) -> T:
+        """Send one request; return its answer as the server's model, or raise its error."""
+        return call.read(await self.json(call))
+
+    async def json(self, call: Call[Any]) -> Any:
+        """Send one request; return the answer's JSON (None for an empty one)."""
+        return await self.request(call.method, call.path, body=call.body, params=call.params)
+
+    async def send_page(self, call: Call[builtins.list[T]]) -> tuple[builtins.list[T], str | None]:
+        """One page of a listing, as models, and the next page's token (None on the last)."""
+        response = await self._send("GET", call.path, None, call.params)
+        return call.read(response.json()), response.headers.get(NEXT_PAGE_HEADER)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        response = await self._send(method, path, body, params)
+        return response.json() if response.content else None
+
+    async def _send(
+        self, method: str, path: str, body: Any, params: dict[str, Any] | None
+    ) -> httpx.Response:
+        try:
+            response = await self._http.request(method, path, json=body, params=params)
+        except httpx.HTTPError as error:
+            raise Unavailable(f"cannot reach the Sluice server at {self.url}: {error}") from None
+        if response.is_error:
+            raise error_of(response)
+        return response
+
+    async def events(self, stream: Stream[T], *, reconnects: int = 5) -> AsyncIterator[T]:
+        """A stream's events as models; reconnects as SluiceClient.stream does."""
+        async for data in self.stream(stream.path, stream.params, reconnects=reconnects):
+            yield stream.event.validate_python(data)
+
+    async def stream(
+        self, path: str, params: dict[str, Any] | None = None, *, reconnects: int = 5
+    ) -> AsyncIterator[Any]:
+        """The data of each server-sent event, decoded, across reconnects with
+        `Last-Event-ID` (see SluiceClient.stream)."""
+        cursor = StreamCursor(self.url, params, reconnects)
+        while True:
+            query, headers = cursor.request()
+            problem = "the server closed it"
+            reader = EventReader()
+            try:
+                async with self._http.stream(
+                    "GET", path, params=query, headers=headers, timeout=STREAM_TIMEOUT
+                ) as response:
+                    if response.is_error:
+                        await response.aread()
+                        raise error_of(response)
+                    async for line in response.aiter_lines():
+                        event = reader.feed(line)
+                        if event is None:
+                            continue
+                        done = cursor.seen(event[0])
+                        yield event[1]
+                        if done:
+                            return
+            except httpx.HTTPError as error:
+                problem = str(error) or type(error).__name__
+            await asyncio.sleep(cursor.dropped(problem))

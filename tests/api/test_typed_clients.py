@@ -1,0 +1,174 @@
+"""The typed and the async clients (issue 17): "Every method returns `dict[str, Any]`;
+return the typed models the server already has (pydantic), so editors complete and typos fail
+early", and "An async client (`httpx.AsyncClient`) beside the sync one, same surface, for
+executors written with asyncio". Done when "the client's types are checked by mypy in a test
+file that uses them": this file is that file (see the last test)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from mypy import api as mypy_api
+
+from api.async_client import AsyncRetryTransport, AsyncSluiceClient
+from api.calls import Actions, Jobs, Queues
+from api.schemas.actions import ActionPublic
+from api.schemas.queues import QueuePublic
+from models.errors import NotFound, ResourceExhausted, Unavailable
+from tests.support.service import Service
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_send_returns_the_servers_models(svc: Service) -> None:
+    """One definition of each request (api.calls); the sync client returns its model."""
+    client = svc.client()
+    created: QueuePublic = client.send(Queues.create("research", max_gpus=8))
+    assert (created.name, created.max_gpus, created.head_blocked) == ("research", 8, False)
+    action: ActionPublic = client.send(
+        Actions.submit(queue="research", resources={"cpu": "1"}, id="a1")
+    )
+    assert (action.id, action.state.value, action.queue) == ("a1", "queued", "research")
+    svc.tick()
+    assert client.send(Actions.get("a1")).state.value == "scheduled"
+    page, token = client.send_page(Actions.page(queue="research", limit=1))
+    assert ([a.id for a in page], token) == (["a1"], None)
+    (event,) = client.events(Queues.watch("research", limit=1))
+    assert event.running_actions == 1
+    with pytest.raises(NotFound):
+        client.send(Jobs.get("nope"))
+    # The seed-shaped surface sends the same requests and still returns JSON.
+    from api.client import Queue
+
+    assert Queue.details("research", client=client)["max_gpus"] == 8
+
+
+def test_the_async_client_has_the_same_surface(svc: Service) -> None:
+    """The same Call objects, awaited: `send`, `send_page`, `events`."""
+
+    async def run() -> tuple[QueuePublic, list[ActionPublic], list[QueuePublic]]:
+        transport = httpx.ASGITransport(app=svc.app)
+        http = httpx.AsyncClient(transport=transport, base_url="http://testserver")
+        async with AsyncSluiceClient("http://testserver", http=http) as client:
+            queue = await client.send(Queues.create("async-q", depth=5))
+            await client.send(Actions.submit(queue="async-q", resources={"cpu": "1"}, id="b1"))
+            page, _ = await client.send_page(Actions.page(queue="async-q"))
+            events = [event async for event in client.events(Queues.watch("async-q", limit=1))]
+            with pytest.raises(NotFound):
+                await client.send(Queues.details("nope"))
+            return queue, page, events
+
+    queue, page, events = asyncio.run(run())
+    assert queue.depth == 5 and [a.id for a in page] == ["b1"]
+    assert [event.waiting for event in events] == [1]
+
+
+def _async_client(handler: httpx.MockTransport, sleeps: list[float]) -> AsyncSluiceClient:
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    transport = AsyncRetryTransport(handler, retries=3, sleep=sleep)
+    http = httpx.AsyncClient(base_url="http://sluice", transport=transport)
+    return AsyncSluiceClient("http://sluice", http=http)
+
+
+def test_async_retries_and_retry_after_as_the_sync_client() -> None:
+    """ "Retries with backoff for connection errors and idempotent requests, honouring
+    `Retry-After` on 429" — the sync client's RetryPolicy, awaited."""
+    calls: list[str] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        calls.append(request.method)
+        if request.method == "GET" and len(calls) < 3:
+            raise httpx.ReadError("connection reset", request=request)
+        if request.method == "POST" and calls.count("POST") == 1:
+            busy = {"code": "RESOURCE_EXHAUSTED", "message": "busy"}
+            return httpx.Response(429, headers={"Retry-After": "2"}, json=busy)
+        if request.method == "POST":
+            full = {"code": "RESOURCE_EXHAUSTED", "message": "queue q is full"}
+            return httpx.Response(429, json=full)
+        return httpx.Response(200, json={"name": "q"})
+
+    sleeps: list[float] = []
+
+    async def run() -> None:
+        client = _async_client(httpx.MockTransport(flaky), sleeps)
+        assert await client.json(Queues.details("q")) == {"name": "q"}
+        with pytest.raises(ResourceExhausted, match="full"):
+            await client.json(Actions.submit(queue="q"))
+
+    asyncio.run(run())
+    assert calls == ["GET", "GET", "GET", "POST", "POST"]
+    assert sleeps == [0.25, 0.5, 2.0]
+
+
+class _Events(httpx.AsyncByteStream):
+    """Server-sent events, then (optionally) a dropped connection."""
+
+    def __init__(self, events: list[tuple[int, dict[str, object]]], drop: bool) -> None:
+        self.events, self.drop = events, drop
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for event_id, data in self.events:
+            yield f"event: queue\nid: {event_id}\ndata: {json.dumps(data)}\n\n".encode()
+        if self.drop:
+            raise httpx.ReadError("connection lost")
+
+
+def test_async_watch_reconnects_with_last_event_id() -> None:
+    """ "`watch` reconnects with `Last-Event-ID` instead of raising", and a stream that never
+    comes back is UNAVAILABLE, as for the sync client."""
+    seen: list[tuple[str | None, str | None]] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        seen.append((request.headers.get("last-event-id"), request.url.params.get("limit")))
+        tick = 7 + len(seen)
+        return httpx.Response(200, stream=_Events([(tick, {"tick": tick})], drop=len(seen) == 1))
+
+    def gone(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    async def run() -> list[object]:
+        client = _async_client(httpx.MockTransport(server), [])
+        ticks = [event["tick"] async for event in client.stream("/watch/queues/q", {"limit": 2})]
+        with pytest.raises(Unavailable, match="lost the stream"):
+            async for _ in _async_client(httpx.MockTransport(gone), []).stream(
+                "/watch/queues/q", reconnects=1
+            ):
+                pass
+        return ticks
+
+    assert asyncio.run(run()) == [8, 9]
+    assert seen == [(None, "2"), ("8", "1")]
+
+
+@pytest.mark.slow
+def test_mypy_checks_the_client_types(tmp_path: Path) -> None:
+    """ "the client's types are checked by mypy in a test file that uses them": this file
+    type-checks, and a typo in a field of an answer is an error before anything runs."""
+    typo = tmp_path / "typo.py"
+    typo.write_text(
+        textwrap.dedent(
+            """
+            from api.calls import Queues
+            from api.client import SluiceClient
+
+            def blocked(client: SluiceClient) -> bool:
+                return client.send(Queues.details("research")).head_blokced
+            """
+        )
+    )
+    # The project's settings (pyproject), so the cache of the checks' own mypy run serves.
+    options = ["--config-file", str(ROOT / "pyproject.toml"), "--follow-imports=silent",
+               "--python-executable", sys.executable]  # fmt: skip
+    out, _, status = mypy_api.run([*options, str(Path(__file__))])
+    assert status == 0, out
+    out, _, status = mypy_api.run([*options, str(typo)])
+    assert status == 1 and '"QueuePublic" has no attribute "head_blokced"' in out, out
