@@ -524,9 +524,11 @@ class Action(_Tracked):
         deadline: str | float | None = None,
         task: str | None = None,
         run_queue: str | None = None,
+        expected_duration: str | float | None = None,
     ) -> JSON:
         """The body of one submission; `resources`/`gpu` describe a single container. With a
-        `task`, what is not given (no container without `resources`/`gpu`) comes from it."""
+        `task`, what is not given (no container without `resources`/`gpu`) comes from it.
+        `expected_duration` (`"2h"`, seconds) is how long it runs, for start forecasts."""
         from_task = task is not None and not resources and gpu is None
         if containers is None and environment is None and not from_task:
             container = _drop_unset(
@@ -543,6 +545,7 @@ class Action(_Tracked):
             environment=environment,
             max_queued_time=max_queued_time,
             deadline=deadline,
+            expected_duration=expected_duration,
         )
 
     @staticmethod
@@ -560,6 +563,7 @@ class Action(_Tracked):
         deadline: str | float | None = None,
         task: str | None = None,
         run_queue: str | None = None,
+        expected_duration: str | float | None = None,
         client: SluiceClient | None = None,
     ) -> JSON:
         """Queue one action (the keywords of `Action.spec`); raises ResourceExhausted when the
@@ -577,6 +581,7 @@ class Action(_Tracked):
             deadline=deadline,
             task=task,
             run_queue=run_queue,
+            expected_duration=expected_duration,
         )
         return _client(client).request("POST", "/actions", body=body)
 
