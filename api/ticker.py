@@ -37,11 +37,19 @@ def solver_tick(time_limit_s: float, wall_guard_s: float | None = None) -> TickF
     return lambda snapshot: tick(snapshot, options)
 
 
+FORECAST_GRID_S = 60.0
+"""The least time between a forecast's simulated ticks: estimates to the minute, so its
+ticks reach hours ahead rather than a few periods of a fast service."""
+
+
 def service_forecast(period_s: float, time_limit_s: float) -> ForecastFn:
-    """Forecasts on the service's tick grid whose simulated ticks share one tick's counted
-    model-check limit, so forecasting costs about one more tick (solver.replay.forecast)."""
+    """Forecasts whose simulated ticks share one tick's counted model-check limit, so
+    forecasting costs about one more tick (solver.replay.forecast)."""
     ticks = ForecastBudget().ticks
-    budget = ForecastBudget(period_s=period_s, tick=TickOptions(time_limit_s=time_limit_s / ticks))
+    budget = ForecastBudget(
+        period_s=max(period_s, FORECAST_GRID_S),
+        tick=TickOptions(time_limit_s=time_limit_s / ticks),
+    )
     return lambda snapshot, result, learned: forecast(snapshot, result, learned, budget)
 
 

@@ -18,14 +18,15 @@ state gives the same forecasts.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from models.fields import format_duration
 from models.forecast import LearnedDurations, StartForecast
 from models.result import TickResult
-from models.snapshot import Action, ActionState, Snapshot
-from solver.replay.simulate import Running, Simulation, due_events, running_until
+from models.snapshot import Action, Snapshot
+from solver.replay.simulate import Running, Simulation, due_events
 from solver.tick import TickOptions
 
 SHOWN_IDS = 3  # ids an assumption names before "and N more"
@@ -48,15 +49,17 @@ def forecast(
 ) -> dict[str, StartForecast]:
     """A forecast for every action `result` left waiting, by id."""
     budget = budget or ForecastBudget()
-    now = snapshot.now
-    simulation = Simulation(snapshot, budget.tick, learned.expected)
-    simulation.queued = [a for a in snapshot.actions if a.state is ActionState.QUEUED]
-    for action in snapshot.actions:
-        if action.state is ActionState.RUNNING:
-            run_time, basis = learned.expected(action)
-            simulation.running[action.id] = running_until(action, run_time, basis)
+    simulation = Simulation.of(snapshot, budget.tick, learned.expected)
     simulation.apply(result)
-    pending = {waiting.action for waiting in result.waiting}
+    return forecast_waiting(simulation, snapshot.now, [w.action for w in result.waiting], budget)
+
+
+def forecast_waiting(
+    simulation: Simulation, now: datetime, waiting: Iterable[str], budget: ForecastBudget
+) -> dict[str, StartForecast]:
+    """Run `simulation` (the state after the tick at `now`) on with nothing arriving, until
+    each of the `waiting` actions starts or fails, or the budget is spent."""
+    pending = set(waiting)
     forecasts: dict[str, StartForecast] = {}
     period = timedelta(seconds=budget.period_s)
     ticks, at = 0, now
@@ -87,7 +90,7 @@ def forecast(
                 )
     if pending:
         stopped = _stopped_words(simulation, ticks, budget, at)
-        for action_id in pending:
+        for action_id in sorted(pending):
             forecasts[action_id] = StartForecast(
                 action=action_id, estimated_start=None, assumption=stopped
             )

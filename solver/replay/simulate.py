@@ -106,6 +106,28 @@ class Simulation:
         self.queued: list[Action] = []
         self.running: dict[str, Running] = {}
 
+    @classmethod
+    def of(cls, snapshot: Snapshot, options: TickOptions, run_time: RunTime) -> Simulation:
+        """The snapshot's state: its queued actions in line, its running ones ending their
+        `run_time` after their started_at (no end without either)."""
+        simulation = cls(snapshot, options, run_time)
+        for action in snapshot.actions:
+            if action.state is ActionState.QUEUED:
+                simulation.queued.append(action)
+            else:
+                simulation.running[action.id] = running_until(action, *run_time(action))
+        return simulation
+
+    def snapshot(self, now: datetime) -> Snapshot:
+        """The state as a tick at `now` sees it."""
+        return self.fleet.model_copy(
+            update={
+                "now": now,
+                "actions": [r.action for r in self.running.values()] + self.queued,
+                "environments": list(self.environments.values()),
+            }
+        )
+
     def end_due(self, now: datetime) -> list[Running]:
         """Take out the running work whose end has come by `now`."""
         due = [r for r in self.running.values() if r.ends_at is not None and r.ends_at <= now]
@@ -114,14 +136,7 @@ class Simulation:
         return due
 
     def tick(self, now: datetime) -> TickResult:
-        snapshot = self.fleet.model_copy(
-            update={
-                "now": now,
-                "actions": [r.action for r in self.running.values()] + self.queued,
-                "environments": list(self.environments.values()),
-            }
-        )
-        result = tick(snapshot, self.options)
+        result = tick(self.snapshot(now), self.options)
         self.apply(result)
         return result
 
