@@ -10,9 +10,9 @@ once every known end has come while work without an expected end still runs, whe
 would fail first, or when the budget runs out.
 
 The budget is deterministic: at most `ticks` simulated ticks within `horizon` of
-simulated time, each solved under the engine's counted work limit (`tick.time_limit_s`,
-see solver.tick.TickOptions), so the cost per service tick is bounded and the same
-state gives the same forecasts.
+simulated time and `work` actions summed over their snapshots, each solved under the
+engine's counted work limit (`tick.time_limit_s`, see solver.tick.TickOptions), so the
+cost per service tick is bounded and the same state gives the same forecasts.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ SHOWN_IDS = 3  # ids an assumption names before "and N more"
 class ForecastBudget:
     ticks: int = 24  # simulated ticks at most
     horizon: timedelta = timedelta(days=7)  # simulated time at most
+    # Actions (queued and running) summed over the simulated ticks' snapshots at most: a
+    # tick's cost grows with its snapshot, so a long line gets fewer simulated ticks.
+    work: int = 24_000
     period_s: float = 60.0  # the service's tick period: the grid simulated ticks fall on
     # A forecast tick solves with a smaller counted limit than the service's own tick.
     tick: TickOptions = field(default_factory=lambda: TickOptions(time_limit_s=0.25))
@@ -62,10 +65,13 @@ def forecast_waiting(
     pending = set(waiting)
     forecasts: dict[str, StartForecast] = {}
     period = timedelta(seconds=budget.period_s)
-    ticks, at = 0, now
+    ticks, work, at = 0, 0, now
     while pending and ticks < budget.ticks:
         following = _next_time(simulation, now, at, period, first=ticks == 0)
         if following is None or following > now + budget.horizon:
+            break
+        work += len(simulation.queued) + len(simulation.running)
+        if work > budget.work:
             break
         at = following
         ended = simulation.end_due(at)
@@ -89,7 +95,7 @@ def forecast_waiting(
                     f" {at.isoformat()} before it starts ({failed.message})",
                 )
     if pending:
-        stopped = _stopped_words(simulation, ticks, budget, at)
+        stopped = _stopped_words(simulation, ticks, work > budget.work, budget, at)
         for action_id in sorted(pending):
             forecasts[action_id] = StartForecast(
                 action=action_id, estimated_start=None, assumption=stopped
@@ -141,17 +147,19 @@ def _started_words(ended: list[Running], unknown_ends: list[Action]) -> str:
     return words
 
 
-def _stopped_words(simulation: Simulation, ticks: int, budget: ForecastBudget, at: datetime) -> str:
+def _stopped_words(
+    simulation: Simulation, ticks: int, out_of_work: bool, budget: ForecastBudget, at: datetime
+) -> str:
+    if out_of_work or ticks >= budget.ticks or due_events(simulation):
+        return (
+            f"unknown: not started within the forecast's budget ({ticks} simulated ticks,"
+            f" to {at.isoformat()}; at most {budget.ticks} ticks, {budget.work:,} actions"
+            f" over their snapshots and {format_duration(budget.horizon)})"
+        )
     unknown_ends = _without_end(simulation)
     if unknown_ends:
         return (
             "unknown: still waiting once every running action with an expected end has ended;"
             f" it waits on work with no expected end ({_ids([a.id for a in unknown_ends])})"
-        )
-    if ticks >= budget.ticks or due_events(simulation):
-        return (
-            f"unknown: not started within the forecast's budget ({ticks} simulated ticks,"
-            f" to {at.isoformat()}; at most {budget.ticks} ticks and"
-            f" {format_duration(budget.horizon)})"
         )
     return "unknown: nothing running or due to expire would let it start"

@@ -109,13 +109,15 @@ class Simulation:
     @classmethod
     def of(cls, snapshot: Snapshot, options: TickOptions, run_time: RunTime) -> Simulation:
         """The snapshot's state: its queued actions in line, its running ones ending their
-        `run_time` after their started_at (no end without either)."""
+        `run_time` after their started_at (no end without either; see running_until for
+        work already past it)."""
         simulation = cls(snapshot, options, run_time)
         for action in snapshot.actions:
             if action.state is ActionState.QUEUED:
                 simulation.queued.append(action)
             else:
-                simulation.running[action.id] = running_until(action, *run_time(action))
+                run, basis = run_time(action)
+                simulation.running[action.id] = running_until(action, run, basis, snapshot.now)
         return simulation
 
     def snapshot(self, now: datetime) -> Snapshot:
@@ -165,11 +167,17 @@ class Simulation:
         self.queued = [action for action in self.queued if action.id not in done]
 
 
-def running_until(action: Action, run_time: timedelta | None, basis: str) -> Running:
+def running_until(
+    action: Action, run_time: timedelta | None, basis: str, now: datetime | None = None
+) -> Running:
     """Running work that ends its run time after its start, or fails at its deadline if that
-    comes first (as the service stops running work whose deadline has come)."""
+    comes first (as the service stops running work whose deadline has come). Work already
+    past its end by `now` is expected to run as long again as it has run: run times are
+    heavy-tailed, and the longer work has run the longer it tends to go on."""
     start = action.started_at
     ends_at = None if run_time is None or start is None else start + run_time
+    if ends_at is not None and start is not None and now is not None and ends_at < now:
+        ends_at, basis = now + (now - start), f"{basis}, overrun: as long again as it has run"
     deadline = action.deadline_at()
     if deadline is not None and (ends_at is None or deadline < ends_at):
         return Running(action, deadline, "DEADLINE_EXCEEDED", "its deadline")

@@ -34,13 +34,15 @@ def _action(id: str, gpus: int, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _snapshot(c: dict[str, Any], d: dict[str, Any], a_expected: str | None = "100s") -> Snapshot:
+def _snapshot(
+    c: dict[str, Any], d: dict[str, Any], a_expected: str | None = "100s", a_started: datetime = T0
+) -> Snapshot:
     running = _action(
         "a",
         4,
         state="running",
         placement=ON_NODE,
-        started_at=T0.isoformat(),
+        started_at=a_started.isoformat(),
         expected_duration=a_expected,
     )
     actions = [running, _action("b", 2, expected_duration="50s"), c, d]
@@ -71,6 +73,20 @@ def test_each_waiting_action_gets_an_estimated_start_and_its_assumption() -> Non
         "starts once a end (the last at 2026-12-01T00:01:40+00:00, from its"
         " expected_duration), if running work ends when expected and nothing new arrives"
     )
+
+
+def test_running_work_past_its_expected_end_runs_as_long_again() -> None:
+    """a started 130 s before now and was expected to take 10 s: it is taken to run another
+    130 s, to 00:02:40, so b and c start at the tick of 00:03:30."""
+    snapshot = _snapshot(
+        _action("c", 2, expected_duration="100s"),
+        _action("d", 4),
+        a_expected="10s",
+        a_started=NOW - timedelta(seconds=130),
+    )
+    got = _forecasts(snapshot)
+    assert got["b"][0] == NOW + timedelta(seconds=180)
+    assert "from its expected_duration, overrun: as long again as it has run" in got["b"][1]
 
 
 def test_unknown_when_the_work_it_waits_on_has_no_expected_end() -> None:
@@ -133,8 +149,20 @@ def test_the_budget_bounds_the_simulated_ticks() -> None:
     assert got["b"] == (
         None,
         "unknown: not started within the forecast's budget (1 simulated ticks, to"
-        " 2026-12-01T00:01:30+00:00; at most 1 ticks and 7d)",
+        " 2026-12-01T00:01:30+00:00; at most 1 ticks, 24,000 actions over their snapshots"
+        " and 7d)",
     )
+
+
+def test_the_budget_bounds_the_actions_simulated() -> None:
+    """A tick's cost grows with its snapshot: with room for 7 actions over the simulated
+    ticks, only the first (4 actions: a, b, c, d) is simulated, before a ends."""
+    got = _forecasts(
+        _snapshot(_action("c", 2, expected_duration="100s"), _action("d", 4)),
+        budget=ForecastBudget(work=7, period_s=60),
+    )
+    assert {start for start, _ in got.values()} == {None}
+    assert got["d"][1].startswith("unknown: not started within the forecast's budget (1 simulated")
 
 
 def test_the_same_state_gives_the_same_forecasts() -> None:
