@@ -34,7 +34,7 @@ from api.routes import (
 from api.routes import settings as org_settings
 from api.store.records import Retention, Store
 from api.store.sqlite import SqliteStore
-from api.ticker import TickFn, TickLoop, solver_tick
+from api.ticker import TickFn, TickLoop, service_forecast, solver_tick
 from api.web import routes as web
 
 log = logging.getLogger("sluice.api")
@@ -66,6 +66,8 @@ def create_app(
             app.state.store,
             tick_fn or solver_tick(settings.time_limit_s, settings.wall_guard_s),
             settings.period_s,
+            # A replaced engine's results need not be the engine's, so nothing to replay.
+            None if tick_fn else service_forecast(settings.period_s, settings.time_limit_s),
         )
         app.state.metrics = ServiceMetrics(app.state.store, app.state.ticker)
         retention = Retention(settings.retain_finished_for, settings.retain_finished)

@@ -205,9 +205,11 @@ class Actions:
         deadline: str | float | None = None,
         task: str | None = None,
         run_queue: str | None = None,
+        expected_duration: str | float | None = None,
     ) -> JSON:
         """The body of one submission; `resources`/`gpu` describe a single container. With a
-        `task`, what is not given (no container without `resources`/`gpu`) comes from it."""
+        `task`, what is not given (no container without `resources`/`gpu`) comes from it.
+        `expected_duration` (`"2h"`, seconds) is how long it runs, for start forecasts."""
         from_task = task is not None and not resources and gpu is None
         if containers is None and environment is None and not from_task:
             container = drop_unset(
@@ -226,6 +228,7 @@ class Actions:
             environment=environment,
             max_queued_time=max_queued_time,
             deadline=deadline,
+            expected_duration=expected_duration,
         )
 
     @staticmethod
@@ -243,6 +246,7 @@ class Actions:
         deadline: str | float | None = None,
         task: str | None = None,
         run_queue: str | None = None,
+        expected_duration: str | float | None = None,
     ) -> Call[ActionPublic]:
         """Queue one action (the keywords of `spec`)."""
         body = Actions.spec(
@@ -258,6 +262,7 @@ class Actions:
             deadline=deadline,
             task=task,
             run_queue=run_queue,
+            expected_duration=expected_duration,
         )
         return Actions.submit_spec(body)
 

@@ -630,6 +630,7 @@ class Action(_Tracked):
         deadline: str | float | None = None,
         task: str | None = None,
         run_queue: str | None = None,
+        expected_duration: str | float | None = None,
         client: SluiceClient | None = None,
     ) -> JSON:
         """Queue one action (the keywords of `Action.spec`); raises ResourceExhausted when the
@@ -647,6 +648,7 @@ class Action(_Tracked):
             deadline=deadline,
             task=task,
             run_queue=run_queue,
+            expected_duration=expected_duration,
         )
         return _client(client).json(call)
 

@@ -18,19 +18,50 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from api.store.records import AppliedTick, SnapshotOvertaken, Store
+from models.forecast import LearnedDurations, StartForecast
 from models.result import TickResult, WaitingAction
 from models.snapshot import Snapshot
 from solver import TickOptions, tick
+from solver.replay.forecast import ForecastBudget, forecast
 
 log = logging.getLogger("sluice.tick")
 
 TickFn = Callable[[Snapshot], TickResult]
+ForecastFn = Callable[[Snapshot, TickResult, LearnedDurations], dict[str, StartForecast]]
+"""After a tick: its snapshot, its result and the learned run times -> forecasts by action."""
 
 
 def solver_tick(time_limit_s: float, wall_guard_s: float | None = None) -> TickFn:
     """The real engine, with the service's time limit and wall-clock guard."""
     options = TickOptions(time_limit_s=time_limit_s, wall_guard_s=wall_guard_s)
     return lambda snapshot: tick(snapshot, options)
+
+
+FORECAST_GRID_S = 60.0
+"""The least time between a forecast's simulated ticks: estimates to the minute, so its
+ticks reach hours ahead rather than a few periods of a fast service."""
+
+
+def service_forecast(period_s: float, time_limit_s: float) -> ForecastFn:
+    """Forecasts whose simulated ticks share one tick's counted model-check limit, so
+    forecasting costs about one more tick (solver.replay.forecast)."""
+    ticks = ForecastBudget().ticks
+    budget = ForecastBudget(
+        period_s=max(period_s, FORECAST_GRID_S),
+        tick=TickOptions(time_limit_s=time_limit_s / ticks),
+    )
+    return lambda snapshot, result, learned: forecast(snapshot, result, learned, budget)
+
+
+@dataclass(frozen=True)
+class _Ticked:
+    """What one tick's blocking part hands back to the loop."""
+
+    result: TickResult
+    applied: AppliedTick
+    phases: dict[str, float]
+    rejected: int
+    forecasts: dict[str, StartForecast]
 
 
 @dataclass
@@ -53,9 +84,16 @@ class TickStats:
 class TickLoop:
     """Runs ticks on a period and keeps the last result for metrics and watchers."""
 
-    def __init__(self, store: Store, tick_fn: TickFn, period_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        tick_fn: TickFn,
+        period_s: float,
+        forecast_fn: ForecastFn | None = None,
+    ) -> None:
         self.store = store
         self.tick_fn = tick_fn
+        self.forecast_fn = forecast_fn
         self.period_s = period_s
         self.stats = TickStats()
         self.last_result: TickResult | None = None
@@ -65,6 +103,7 @@ class TickLoop:
         # not written back wait for the next one that is.
         self.deadline_exceeded: dict[str, list[str]] = {}
         self._expired: dict[str, list[str]] = {}
+        self.forecasts: dict[str, StartForecast] = {}  # the last tick's, by waiting action id
         # Called with the stats after each written-back tick (api.metrics' histogram).
         self.on_tick: list[Callable[[TickStats], None]] = []
         self._ticked = asyncio.Condition()
@@ -100,7 +139,7 @@ class TickLoop:
         async with self._one_at_a_time:
             started = time.perf_counter()
             try:
-                result, applied, phases, rejected = await asyncio.to_thread(self._tick_blocking)
+                ticked = await asyncio.to_thread(self._tick_blocking)
             except SnapshotOvertaken as error:
                 self.stats.overtaken += 1
                 log.info(  # expected after a change
@@ -114,23 +153,23 @@ class TickLoop:
                     "tick failed; retrying next period", extra={"tick": self.stats.ticks + 1}
                 )
                 return None
-            self.stats.rejected_actions += rejected
-            return await self._record(result, applied, phases, started)
+            self.stats.rejected_actions += ticked.rejected
+            return await self._record(ticked, started)
 
-    async def _record(
-        self, result: TickResult, applied: AppliedTick, phases: dict[str, float], started: float
-    ) -> TickResult:
+    async def _record(self, ticked: _Ticked, started: float) -> TickResult:
         """Keep a written-back tick for metrics and watchers, and wake the watchers."""
+        result, applied = ticked.result, ticked.applied
         self.stats.rejected_actions += result.solver.rejected_actions
         self.stats.skipped_pools = result.solver.skipped_pools
         self.stats.wall_guard_hits += result.solver.wall_guard_hit
         self.stats.last_duration_s = time.perf_counter() - started
-        self.stats.phases_s = phases
+        self.stats.phases_s = ticked.phases
         self.stats.last_finished_at = datetime.now(UTC)
         self.stats.last_error = None
         self.last_result = result
         self.waiting = {entry.action: entry for entry in result.waiting}
         self.deadline_exceeded, self._expired = self._expired, {}
+        self.forecasts = ticked.forecasts
         async with self._ticked:
             self.stats.ticks += 1
             self._ticked.notify_all()
@@ -166,7 +205,7 @@ class TickLoop:
         self.store.stop_idle_environments(now)
         self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
 
-    def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float], int]:
+    def _tick_blocking(self) -> _Ticked:
         self._before_snapshot()
         clock = time.perf_counter()
         planned = self.store.read_tick_input(datetime.now(UTC))
@@ -175,8 +214,22 @@ class TickLoop:
         solve_s = time.perf_counter() - clock - read_s
         applied = self.store.apply_tick(result, planned.generation)
         write_s = time.perf_counter() - clock - read_s - solve_s
-        phases = {"snapshot": read_s, "solve": solve_s, "write": write_s}
-        return result, applied, phases, planned.rejected
+        forecasts = self._forecast(planned.snapshot, result)
+        forecast_s = time.perf_counter() - clock - read_s - solve_s - write_s
+        phases = {"snapshot": read_s, "solve": solve_s, "write": write_s, "forecast": forecast_s}
+        return _Ticked(result, applied, phases, planned.rejected, forecasts)
+
+    def _forecast(self, snapshot: Snapshot, result: TickResult) -> dict[str, StartForecast]:
+        """Once per tick, after its write-back: when each waiting action should start. A
+        failure here leaves the tick's decisions standing and the actions without forecasts."""
+        if self.forecast_fn is None or not result.waiting:
+            return {}
+        try:
+            learned = LearnedDurations.learn(self.store.finished_runs())
+            return self.forecast_fn(snapshot, result, learned)
+        except Exception:  # a bug in a forecast must not undo or stop the ticks
+            log.exception("forecast failed; waiting actions show none this tick")
+            return {}
 
     async def wait_for_tick(self, after: int) -> int:
         """Wait until more than `after` ticks have completed; return the count."""

@@ -40,7 +40,8 @@ def _view(record: QueueRecord, counts: dict[str, QueueCounts], ticker: TickLoop)
 
 
 def action_view(record: ActionRecord, ticker: TickLoop) -> ActionPublic:
-    return ActionPublic.of(record, ticker.waiting.get(record.action.id))
+    action_id = record.action.id
+    return ActionPublic.of(record, ticker.waiting.get(action_id), ticker.forecasts.get(action_id))
 
 
 def job_queue_view(store: Store, ticker: TickLoop, name: str) -> JobQueuePublic:

@@ -66,6 +66,9 @@ MAX_BORROW_PERCENT = 100_000
 MAX_DURATION = timedelta(days=36_500)
 """max_queued_time and a relative deadline: 100 years."""
 
+MAX_EXPECTED_DURATION = timedelta(days=366)
+"""An action's expected_duration: a year (a forecast's horizon is far shorter)."""
+
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 """Every time (now, submitted_at, a deadline) lies in this range, so a duration added to it
@@ -76,4 +79,3 @@ MAX_INT64 = 2**63 - 1
 
 MAX_SPELLING = 64
 """Characters of one quantity or count as written ("64Gi", "H100:8"); longer is no quantity."""
-

@@ -7,7 +7,7 @@ here once (see models.fields); the solver never sees a spelling.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Self, get_args
 
@@ -34,11 +34,13 @@ from models.fields import (
     ResourceCaps,
     ResourceMap,
     Timestamp,
+    format_duration,
 )
 from models.limits import (
     MAX_ACCELERATORS,
     MAX_CAP,
     MAX_CLUSTER_ROOM,
+    MAX_EXPECTED_DURATION,
     MAX_NODES,
     MAX_QUEUE_COUNT,
     MAX_QUEUE_PRIORITY,
@@ -208,6 +210,21 @@ class Action(Strict):
     environment: str | None = None
     max_queued_time: Duration | None = None
     deadline: Deadline | None = None  # a time, or a duration from submission
+    # What forecasts read (solver.replay.forecast); the engine ignores them.
+    task: str | None = Field(default=None, min_length=1)  # the stored task it was submitted as
+    expected_duration: Duration | None = None  # the submitter's estimate of its run time
+    started_at: Timestamp | None = None  # when a running action started; None: not known
+
+    @field_validator("expected_duration")
+    @classmethod
+    def _expected_within_a_year(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and not timedelta(0) < value <= MAX_EXPECTED_DURATION:
+            raise InvalidInput(
+                f"expected_duration: {format_duration(value)} is not above 0s and at most"
+                f" {format_duration(MAX_EXPECTED_DURATION)}",
+                field="expected_duration",
+            )
+        return value
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -221,6 +238,8 @@ class Action(Strict):
         running = self.state is ActionState.RUNNING
         if running and self.environment is None and self.placement is None:
             raise InvalidInput(f"action {self.id}: a running action needs its placement")
+        if not running and self.started_at is not None:
+            raise InvalidInput(f"action {self.id}: a queued action has not started")
         return self
 
     @property

@@ -14,7 +14,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from models.devices import parse_accelerator_request
 from models.errors import InvalidInput
 from models.fields import Timestamp
-from models.limits import MAX_DURATION, MAX_REPLICAS, MAX_SPELLING
+from models.limits import MAX_DURATION, MAX_EXPECTED_DURATION, MAX_REPLICAS, MAX_SPELLING
 from models.quantity import parse_quantity
 from models.snapshot import Action, Container, Strict
 
@@ -26,6 +26,9 @@ MAX_TRACE_SECONDS = MAX_DURATION.total_seconds()
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_TRACE_NAME)]
 Seconds = Annotated[float, Field(ge=0, le=MAX_TRACE_SECONDS, allow_inf_nan=False)]
+ExpectedSeconds = Annotated[
+    float, Field(gt=0, le=MAX_EXPECTED_DURATION.total_seconds(), allow_inf_nan=False)
+]
 
 
 class TraceRow(Strict):
@@ -41,6 +44,7 @@ class TraceRow(Strict):
     environment: Name | None = None
     max_queued_time_s: Seconds | None = None
     deadline_s: Seconds | None = None
+    expected_duration_s: ExpectedSeconds | None = None  # the submitter's estimate
 
     @field_validator("cpu", "memory", "gpu")
     @classmethod
@@ -94,6 +98,11 @@ class TraceRow(Strict):
                 else timedelta(seconds=self.max_queued_time_s)
             ),
             deadline=None if self.deadline_s is None else timedelta(seconds=self.deadline_s),
+            expected_duration=(
+                None
+                if self.expected_duration_s is None
+                else timedelta(seconds=self.expected_duration_s)
+            ),
         )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from api.cli.context import FiniteRange, Remote, pass_remote
+from api.cli.render import forecast_line
 from api.client import SluiceClient
 
 
@@ -84,4 +85,7 @@ def explanation_text(data: dict[str, Any]) -> str:
     if data.get("ruled_out"):
         lines.append("ruled out:")
         lines += [f"  - {words}" for words in data["ruled_out"]]
+    estimate = forecast_line(data)
+    if estimate:
+        lines.append(estimate)
     return "\n".join(lines)

@@ -328,6 +328,11 @@ def action_specs(
 @click.option("--run", help="The run it belongs to [default: its own id].")
 @click.option("--run-queue", help="Create the run on this queue; its later actions inherit it.")
 @click.option("--deadline", help="Fail if not done by this time or after this duration.")
+@click.option(
+    "--expected-duration",
+    help="How long it runs once started (2h, 90m), for forecasts of when waiting work starts"
+    " [default: learned from its task's or queue's finished work].",
+)
 @action_options
 @click.option("--wait", is_flag=True, help="Wait until scheduled; a failure is the exit status.")
 @pass_remote
@@ -339,6 +344,7 @@ def submit(
     run: str | None,
     run_queue: str | None,
     deadline: str | None,
+    expected_duration: str | None,
     wait: bool,
     **options: Any,
 ) -> None:
@@ -348,11 +354,18 @@ def submit(
     sluice submit --queue research --resources cpu=8 --resources memory=64Gi --gpu H100:4
     sluice submit --queue research --environment embedder --count 20
     sluice submit --task train --run nightly-7 --run-queue gpu-pool
+    sluice submit --queue research --gpu H100:8 --expected-duration 6h
     sluice submit -f actions.yaml
     """
     client = remote.client
     specs = action_specs(
-        queue=queue, task=task, run=run, run_queue=run_queue, deadline=deadline, **options
+        queue=queue,
+        task=task,
+        run=run,
+        run_queue=run_queue,
+        deadline=deadline,
+        expected_duration=expected_duration,
+        **options,
     )
     if options["path"] is None and action_id is not None:  # else the server makes each id
         if len(specs) == 1:

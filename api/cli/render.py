@@ -269,9 +269,24 @@ def action_detail(action: dict[str, Any]) -> str:
             f" {action['global_position']} in the global order;"
             f" {ahead} ahead could take the capacity it needs"
         )
+    if action.get("expected_duration"):
+        lines.append(f"  expected duration: {action['expected_duration']}")
+    estimate = forecast_line(action)
+    if estimate:
+        lines.append(f"  {estimate}")
     if action["code"] or action["message"]:
         lines.append(f"  {action['code'] or 'FAILED'}: {action['message']}")
     return "\n".join(lines)
+
+
+def forecast_line(data: dict[str, Any]) -> str | None:
+    """A waiting action's estimated start and its assumption, from an action or an
+    explanation (older services send neither)."""
+    assumption = data.get("estimate_assumption")
+    if not assumption:
+        return None
+    start = data.get("estimated_start")
+    return f"estimated start: {start} ({assumption})" if start else f"estimated start: {assumption}"
 
 
 def tick_json(result: TickResult) -> str:

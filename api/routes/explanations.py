@@ -14,11 +14,11 @@ from fastapi import APIRouter
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
 from api.errors import error_responses
+from api.schemas.actions import ActionExplanation
 from api.schemas.queues import QueuePublic
 from api.store.records import Phase, Store
 from api.ticker import TickLoop
 from models.errors import ErrorCode, FailedPrecondition, SluiceError
-from models.explanation import Explanation
 from solver.explain.action import explain, explain_failure
 
 router = APIRouter(tags=["explanations"])
@@ -38,24 +38,27 @@ SCHEDULING_FAILURES = (
 )
 def get_explanation(
     action_id: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep
-) -> Explanation:
+) -> ActionExplanation:
     """Why the action failed, why it waits (a minimal set of limits that keep it out, and
-    what would let it in), or where it runs."""
+    what would let it in, with when it is expected to start), or where it runs."""
     return explain_action(store, ticker, action_id)
 
 
-def explain_action(store: Store, ticker: TickLoop, action_id: str) -> Explanation:
+def explain_action(store: Store, ticker: TickLoop, action_id: str) -> ActionExplanation:
     record = store.get_action(action_id)
     if record.phase is Phase.FAILED and record.code in SCHEDULING_FAILURES:
         snapshot = store.read_snapshot(datetime.now(UTC))
-        return explain_failure(snapshot, record.action, record.code, record.message or "")
+        failure = explain_failure(snapshot, record.action, record.code, record.message or "")
+        return ActionExplanation.of(failure, None)
     if not record.phase.live:
         detail = f" ({record.code}: {record.message})" if record.code else ""
         raise FailedPrecondition(
             f"action {action_id} is {record.phase.value}{detail}: explanations cover queued,"
             " scheduled, running and unschedulable actions"
         )
-    return explain(store.read_snapshot(datetime.now(UTC)), action_id, ticker.last_result)
+    explanation = explain(store.read_snapshot(datetime.now(UTC)), action_id, ticker.last_result)
+    waiting = record.phase is Phase.QUEUED
+    return ActionExplanation.of(explanation, ticker.forecasts.get(action_id) if waiting else None)
 
 
 def with_head_explanation(view: QueuePublic, store: Store, ticker: TickLoop) -> QueuePublic:

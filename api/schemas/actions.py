@@ -10,7 +10,9 @@ from pydantic import BaseModel, Field
 from api.schemas.common import Body, Name, Quantities, to_domain
 from api.store.records import ActionRecord, Phase
 from models.errors import ErrorCode
+from models.explanation import Explanation
 from models.fields import Duration, Timestamp
+from models.forecast import StartForecast
 from models.result import WaitingAction, WaitReason
 from models.snapshot import Action, Container, Placement
 from models.tasks import QueueSource, TaskTemplate
@@ -46,6 +48,12 @@ class ActionSubmit(Body):
     deadline: str | float | None = Field(
         default=None, description="a time, or a duration from submission", examples=["6h"]
     )
+    expected_duration: str | float | None = Field(
+        default=None,
+        description="how long it runs once started, for forecasts of when waiting work starts"
+        " (above 0s, at most 366d); without it, learned from its task's or queue's finished work",
+        examples=["2h"],
+    )
 
     def to_action(
         self,
@@ -63,6 +71,8 @@ class ActionSubmit(Body):
                 data["environment"] = task.environment
         if task is not None and self.max_queued_time is None and task.max_queued_time:
             data["max_queued_time"] = task.max_queued_time
+        if task is not None:
+            data["task"] = task.name
         data["id"] = self.id or f"act-{uuid.uuid4().hex[:20]}"
         data["queue"] = queue
         data["submitted_at"] = now
@@ -122,6 +132,10 @@ class ActionPublic(BaseModel):
     environment: str | None
     max_queued_time: Duration | None
     deadline: Timestamp | Duration | None
+    task: str | None = Field(description="the stored task it was submitted as")
+    expected_duration: Duration | None = Field(
+        description="the submitter's estimate of its run time"
+    )
     placement: Placement | None
     code: ErrorCode | None
     message: str | None
@@ -144,11 +158,22 @@ class ActionPublic(BaseModel):
         description="actions waiting ahead of it that could take the capacity it needs: in"
         " its queue, or able to land in one of its node pools"
     )
+    estimated_start: Timestamp | None = Field(
+        description="for a queued action, as of the last tick: when it is expected to start"
+        " (null: not forecast yet, or unknown, which estimate_assumption then says)"
+    )
+    estimate_assumption: str | None = Field(
+        description="what the estimate assumes (running work ends when expected, nothing new"
+        " arrives), or why it is unknown"
+    )
 
     @classmethod
-    def of(cls, record: ActionRecord, waiting: WaitingAction | None) -> ActionPublic:
+    def of(
+        cls, record: ActionRecord, waiting: WaitingAction | None, forecast: StartForecast | None
+    ) -> ActionPublic:
         action = record.action
         waiting = waiting if record.phase is Phase.QUEUED else None
+        forecast = forecast if record.phase is Phase.QUEUED else None
         return cls(
             id=action.id,
             run=action.run_id,
@@ -160,6 +185,8 @@ class ActionPublic(BaseModel):
             environment=action.environment,
             max_queued_time=action.max_queued_time,
             deadline=action.deadline,
+            task=action.task,
+            expected_duration=action.expected_duration,
             placement=record.placement,
             code=record.code,
             message=record.message,
@@ -172,4 +199,27 @@ class ActionPublic(BaseModel):
             queue_position=waiting.queue_position if waiting else None,
             global_position=waiting.global_position if waiting else None,
             ahead_competing=waiting.ahead_competing if waiting else None,
+            estimated_start=forecast.estimated_start if forecast else None,
+            estimate_assumption=forecast.assumption if forecast else None,
+        )
+
+
+class ActionExplanation(Explanation):
+    """An explanation, and for a waiting action when it is expected to start (as of the last
+    tick's forecast)."""
+
+    estimated_start: Timestamp | None = Field(
+        default=None, description="as in the action: when it is expected to start"
+    )
+    estimate_assumption: str | None = Field(
+        default=None, description="what the estimate assumes, or why it is unknown"
+    )
+
+    @classmethod
+    def of(cls, explanation: Explanation, forecast: StartForecast | None) -> ActionExplanation:
+        # Built from the explanation's validated fields, so nothing is validated twice.
+        return cls.model_construct(
+            **dict(explanation),
+            estimated_start=forecast.estimated_start if forecast else None,
+            estimate_assumption=forecast.assumption if forecast else None,
         )

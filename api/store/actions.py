@@ -43,6 +43,7 @@ from models.errors import (
     QueueDraining,
     ResourceExhausted,
 )
+from models.forecast import LEARNED_WINDOW, FinishedRun
 from models.snapshot import (
     DEFAULT_QUEUE,
     Action,
@@ -619,6 +620,26 @@ class SqliteActions(SqliteFile):
                     ),
                 )
             return self._fetch_action(conn, action_id)
+
+    def finished_runs(self) -> list[FinishedRun]:
+        """Per queue, its last LEARNED_WINDOW succeeded actions by submission, newest first:
+        what forecasts learn run times from (models.forecast). Each queue's read walks the
+        (queue, phase) index backwards, so the cost does not grow with the history."""
+        runs: list[FinishedRun] = []
+        with self._read() as conn:
+            queues = [name for (name,) in conn.execute("SELECT name FROM queues ORDER BY name")]
+            for queue in queues:
+                rows = conn.execute(
+                    "SELECT json_extract(body, '$.task'), COALESCE(started_at, scheduled_at),"
+                    " finished_at FROM actions WHERE queue = ? AND phase = 'succeeded'"
+                    " ORDER BY seq DESC LIMIT ?",
+                    (queue, LEARNED_WINDOW),
+                ).fetchall()
+                for task, started, finished in rows:
+                    start, end = read_time(started), read_time(finished)
+                    if start is not None and end is not None and end > start:
+                        runs.append(FinishedRun(queue, task, (end - start).total_seconds()))
+        return runs
 
     def expire_deadlines(self, now: datetime) -> list[str]:
         """Fail every scheduled or running action whose deadline has come: DEADLINE_EXCEEDED,

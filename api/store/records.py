@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 from models.errors import ErrorCode, FailedPrecondition
+from models.forecast import FinishedRun
 from models.quota import (
     Job,
     JobQueue,
@@ -420,6 +421,7 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
     ) -> Page[ActionRecord]: ...
     def cancel_action(self, action_id: str, now: datetime) -> ActionRecord: ...
     def expire_deadlines(self, now: datetime) -> list[str]: ...
+    def finished_runs(self) -> list[FinishedRun]: ...
     def move_actions(
         self,
         to: str,

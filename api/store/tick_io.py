@@ -17,7 +17,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from api.store.actions import LIVE_SQL
-from api.store.connection import SqliteFile, bump_generation, read_generation, stored_time
+from api.store.connection import (
+    SqliteFile,
+    bump_generation,
+    read_generation,
+    read_time,
+    stored_time,
+)
 from api.store.job_queues import apply_quota_decisions, read_quota_snapshot
 from api.store.records import AppliedJobs, AppliedTick, Phase, SnapshotOvertaken, TickInput
 from models.errors import ErrorCode
@@ -64,10 +70,14 @@ class ActionCache:
             return [action_id for action_id in ids if action_id not in self._submitted]
 
     def live(
-        self, rows: list[tuple[str, str, str | None]], bodies: dict[str, str], read: int
+        self,
+        rows: list[tuple[str, str, str | None, str | None]],
+        bodies: dict[str, str],
+        read: int,
     ) -> tuple[list[Action], dict[str, str]]:
-        """The snapshot's actions for rows of (id, phase, placement), in order, and why each
-        row whose body (or placement) does not validate is left out, by id.
+        """The snapshot's actions for rows of (id, phase, placement, started), in order, and
+        why each row whose body (or placement) does not validate is left out, by id. A placed
+        action's started_at is when an executor said it started, else when it was placed.
 
         Entries of actions that are no longer live are dropped, except those
         remembered since the read began (submitted after its transaction started).
@@ -81,20 +91,27 @@ class ActionCache:
                     invalid[action_id] = validation_message(error, f"stored action {action_id}")
             actions: list[Action] = []
             placed: dict[str, Action] = {}
-            for action_id, phase, placement in rows:
+            for action_id, phase, placement, started in rows:
                 if action_id in invalid:
                     continue
                 action = self._submitted[action_id][0]
                 if phase != Phase.QUEUED:
                     # Scheduled and running actions both hold their charges.
+                    started_at = read_time(started)
+                    cached = self._placed.get(action_id)
                     try:
-                        action = self._placed.get(action_id) or action.model_copy(
-                            update={
-                                "state": ActionState.RUNNING,
-                                "placement": Placement.model_validate_json(placement)
-                                if placement
-                                else None,
-                            }
+                        action = (
+                            cached
+                            if cached is not None and cached.started_at == started_at
+                            else action.model_copy(
+                                update={
+                                    "state": ActionState.RUNNING,
+                                    "placement": Placement.model_validate_json(placement)
+                                    if placement
+                                    else None,
+                                    "started_at": started_at,
+                                }
+                            )
                         )
                     except ValidationError as error:
                         where = f"stored placement of action {action_id}"
@@ -102,7 +119,7 @@ class ActionCache:
                         continue
                     placed[action_id] = action
                 actions.append(action)
-            live = {action_id for action_id, _, _ in rows}
+            live = {row[0] for row in rows}
             self._submitted = {
                 action_id: entry
                 for action_id, entry in self._submitted.items()
@@ -164,10 +181,11 @@ class SqliteTickIO(SqliteFile):
                 "SELECT body, running, placement FROM environments ORDER BY name"
             ).fetchall()
             action_rows = conn.execute(
-                f"SELECT id, phase, placement FROM actions WHERE phase IN {LIVE_SQL} ORDER BY seq"
+                "SELECT id, phase, placement, COALESCE(started_at, scheduled_at) FROM actions"
+                f" WHERE phase IN {LIVE_SQL} ORDER BY seq"
             ).fetchall()
             quota = read_quota_snapshot(conn)  # the job queues, in the same transaction
-            missing = self._action_cache.missing([action_id for action_id, _, _ in action_rows])
+            missing = self._action_cache.missing([row[0] for row in action_rows])
             bodies: dict[str, str] = {}
             for start in range(0, len(missing), 500):
                 chunk = missing[start : start + 500]

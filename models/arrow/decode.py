@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from models.arrow.schema import (
     CAP_COLUMNS,
+    COLUMNS_SINCE,
     DEVICE_COLUMNS,
     QUANTITY_COLUMNS,
     SNAPSHOT_TABLES,
@@ -45,6 +46,7 @@ from models.limits import (
     MAX_CLUSTER_ROOM,
     MAX_CPU_MILLICORES,
     MAX_DURATION,
+    MAX_EXPECTED_DURATION,
     MAX_INSTANCES,
     MAX_NODES,
     MAX_QUEUE_COUNT,
@@ -198,6 +200,9 @@ def _conform(source: str, name: str, table: pa.Table, snapshot_version: str) -> 
     columns: dict[str, pa.Array] = {}
     for field in schema:
         if field.name not in table.column_names:
+            if int(COLUMNS_SINCE.get((name, field.name), "0")) > int(version):
+                columns[field.name] = pa.nulls(table.num_rows, field.type)
+                continue
             _table_error(source, name, "is missing", field.name)
         array = _combine(table.column(field.name))
         quantity = (name, field.name) in QUANTITY_COLUMNS
@@ -403,6 +408,17 @@ def _check_durations(table: _Table, *columns: str) -> None:
         )
 
 
+def _check_expected_durations(table: _Table) -> None:
+    """Above zero and at most models.limits.MAX_EXPECTED_DURATION, as models.snapshot.Action."""
+    micros = table["expected_duration"].cast(_INT64)
+    most = MAX_EXPECTED_DURATION // timedelta(microseconds=1)
+    table.check(
+        pc.or_(pc.less_equal(micros, 0), pc.greater(micros, most)),
+        "expected_duration",
+        lambda _: f"is not above 0s and at most {MAX_EXPECTED_DURATION.days} days",
+    )
+
+
 def _check_times(table: _Table, *columns: str) -> None:
     """Times within models.limits.EARLIEST..LATEST."""
     first, last = (int((t - _EPOCH) // timedelta(microseconds=1)) for t in (EARLIEST, LATEST))
@@ -562,9 +578,16 @@ class _Checked:
         _check_unique(a, "id", a["id"], "action")
         _check_reference(a, "queue", _lookup(a["queue"], self.queues["name"]), "queue")
         _check_enum(a, "state", [s.value for s in ActionState])
-        _check_times(a, "submitted_at", "deadline")
+        _check_times(a, "submitted_at", "deadline", "started_at")
         _check_durations(a, "max_queued_time", "deadline_after")
+        _check_expected_durations(a)
+        _check_names(a, "task")
         running = pc.equal(a["state"], ActionState.RUNNING.value)
+        a.check(
+            pc.and_(pc.invert(running), a["started_at"].is_valid()),
+            "started_at",
+            lambda _: "is set for a queued action",
+        )
         a.check(
             pc.and_(running, pc.and_(a["environment"].is_null(), a["placement_cluster"].is_null())),
             "placement_cluster",
@@ -1023,6 +1046,9 @@ def _actions(t: _Checked) -> list[Action]:
             "environment": a["environment"].to_pylist(),
             "max_queued_time": _durations(a["max_queued_time"]),
             "deadline": deadlines,
+            "task": a["task"].to_pylist(),
+            "expected_duration": _durations(a["expected_duration"]),
+            "started_at": _times(a["started_at"]),
         },
     )
 

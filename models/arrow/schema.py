@@ -27,13 +27,16 @@ Choices where the issue left room:
   share, in each queue's order) and jobs (row order is arrival order). A
   version-1 snapshot has none of those tables and reads as having no job queues.
   Capacity limits are `map<string, int64>` (instance type to count), like caps.
+- Version 3 added three columns to `actions`, what forecasts read: `task`,
+  `expected_duration` and a running action's `started_at`; an older snapshot reads
+  them as null.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-SNAPSHOT_VERSION = "2"
+SNAPSHOT_VERSION = "3"
 RESULT_VERSION = "2"
 TRACE_VERSION = "1"
 SNAPSHOT_VERSION_KEY = b"sluice.snapshot.version"
@@ -122,6 +125,9 @@ ACTIONS = _snapshot_table(
     _optional("deadline", TIMESTAMP),  # an absolute deadline ...
     _optional("deadline_after", DURATION),  # ... or one relative to submitted_at (not both)
     _optional("placement_cluster", pa.string()),  # where a running action runs
+    _optional("task", pa.string()),  # version 3: the stored task it was submitted as
+    _optional("expected_duration", DURATION),  # version 3: the submitter's estimate
+    _optional("started_at", TIMESTAMP),  # version 3: when a running action started
 )
 
 CONTAINERS = _snapshot_table(
@@ -224,9 +230,17 @@ SNAPSHOT_TABLES: dict[str, pa.Schema] = {
 
 TABLES_OF_VERSION: dict[str, tuple[str, ...]] = {
     "1": tuple(name for name in SNAPSHOT_TABLES if name not in QUOTA_SNAPSHOT_TABLES),
+    "2": tuple(SNAPSHOT_TABLES),
     SNAPSHOT_VERSION: tuple(SNAPSHOT_TABLES),
 }
 """The snapshot tables of every version this reader knows; a snapshot's tables share one."""
+
+COLUMNS_SINCE: dict[tuple[str, str], str] = {
+    ("actions", "task"): "3",
+    ("actions", "expected_duration"): "3",
+    ("actions", "started_at"): "3",
+}
+"""Columns a later version added to a table: a table of an earlier version reads them as null."""
 
 # Columns holding quantities: `resource` names the unit for a scalar column; None is a map
 # column whose keys name the resource.
@@ -495,6 +509,7 @@ TRACE = _schema(
     _optional("environment", pa.string()),  # runs in this reusable pool (no requests then)
     _optional("max_queued_time_s", pa.float64()),
     _optional("deadline_s", pa.float64()),  # seconds after submission
+    _optional("expected_duration_s", pa.float64()),  # the submitter's estimate of duration_s
 )
 
 REPLAY_ACTIONS = _result_table(

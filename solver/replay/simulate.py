@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from models.errors import InvalidInput
 from models.result import TickResult
-from models.snapshot import Action, ActionState, Container, Environment, Snapshot
+from models.snapshot import Action, ActionState, Container, Snapshot
 from models.trace import TraceRow
 from solver.tick import TickOptions, tick
 
@@ -82,10 +82,106 @@ class Replay:
 
 
 @dataclass
-class _Running:
+class Running:
     action: Action
-    ends_at: datetime
+    ends_at: datetime | None  # None: no expected end (a forecast's work of unknown run time)
     outcome: str
+    basis: str = ""  # where the run time came from, for a forecast's words
+
+
+RunTime = Callable[[Action], tuple[timedelta | None, str]]
+"""An action's run time once started (None: not known), and where it comes from."""
+
+
+class Simulation:
+    """What a tick leaves for the next: queued work in arrival order, running work with its
+    end, reusable pools and the queues' head_blocked_since. A replay drives it over a trace,
+    a forecast over the running work's expected ends."""
+
+    def __init__(self, fleet: Snapshot, options: TickOptions, run_time: RunTime) -> None:
+        self.fleet = fleet
+        self.options = options
+        self.run_time = run_time
+        self.environments = {env.name: env for env in fleet.environments}
+        self.queued: list[Action] = []
+        self.running: dict[str, Running] = {}
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, options: TickOptions, run_time: RunTime) -> Simulation:
+        """The snapshot's state: its queued actions in line, its running ones ending their
+        `run_time` after their started_at (no end without either; see running_until for
+        work already past it)."""
+        simulation = cls(snapshot, options, run_time)
+        for action in snapshot.actions:
+            if action.state is ActionState.QUEUED:
+                simulation.queued.append(action)
+            else:
+                run, basis = run_time(action)
+                simulation.running[action.id] = running_until(action, run, basis, snapshot.now)
+        return simulation
+
+    def snapshot(self, now: datetime) -> Snapshot:
+        """The state as a tick at `now` sees it."""
+        return self.fleet.model_copy(
+            update={
+                "now": now,
+                "actions": [r.action for r in self.running.values()] + self.queued,
+                "environments": list(self.environments.values()),
+            }
+        )
+
+    def end_due(self, now: datetime) -> list[Running]:
+        """Take out the running work whose end has come by `now`."""
+        due = [r for r in self.running.values() if r.ends_at is not None and r.ends_at <= now]
+        for item in due:
+            del self.running[item.action.id]
+        return due
+
+    def tick(self, now: datetime) -> TickResult:
+        result = tick(self.snapshot(now), self.options)
+        self.apply(result)
+        return result
+
+    def apply(self, result: TickResult) -> None:
+        """Carry a tick's decisions: started work runs until its run time (or deadline) is up,
+        failed work leaves the line."""
+        now = result.now
+        self.fleet = self.fleet.model_copy(update={"queues": _carried_queues(self.fleet, result)})
+        for started in result.environments_started:
+            self.environments[started.environment] = self.environments[
+                started.environment
+            ].model_copy(update={"running": True, "placement": started.placement()})
+        by_id = {action.id: action for action in self.queued}
+        for scheduled in result.scheduled:
+            action = by_id[scheduled.action]
+            run_time, basis = self.run_time(action)
+            placed = action.model_copy(
+                update={
+                    "state": ActionState.RUNNING,
+                    "placement": scheduled.placement(),
+                    "started_at": now,
+                }
+            )
+            self.running[action.id] = running_until(placed, run_time, basis)
+        done = {f.action for f in result.failed} | {s.action for s in result.scheduled}
+        self.queued = [action for action in self.queued if action.id not in done]
+
+
+def running_until(
+    action: Action, run_time: timedelta | None, basis: str, now: datetime | None = None
+) -> Running:
+    """Running work that ends its run time after its start, or fails at its deadline if that
+    comes first (as the service stops running work whose deadline has come). Work already
+    past its end by `now` is expected to run as long again as it has run: run times are
+    heavy-tailed, and the longer work has run the longer it tends to go on."""
+    start = action.started_at
+    ends_at = None if run_time is None or start is None else start + run_time
+    if ends_at is not None and start is not None and now is not None and ends_at < now:
+        ends_at, basis = now + (now - start), f"{basis}, overrun: as long again as it has run"
+    deadline = action.deadline_at()
+    if deadline is not None and (ends_at is None or deadline < ends_at):
+        return Running(action, deadline, "DEADLINE_EXCEEDED", "its deadline")
+    return Running(action, ends_at, SUCCEEDED, basis)
 
 
 def replay(
@@ -93,9 +189,11 @@ def replay(
     trace: Sequence[TraceRow],
     options: ReplayOptions | None = None,
     progress: Callable[[float], None] | None = None,
+    observe: Callable[[Simulation, TickResult], None] | None = None,
 ) -> Replay:
     """Run `trace` on `fleet`'s queues, clusters and environments (its own actions are not
-    part of the replay). `progress` hears the fraction of the trace's actions settled."""
+    part of the replay). `progress` hears the fraction of the trace's actions settled;
+    `observe` sees the state after each tick (a forecast's accuracy is measured so)."""
     options = options or ReplayOptions()
     if not options.event_driven and not (0 < options.period_s < math.inf):
         raise InvalidInput(f"period {options.period_s}s: give a positive period", field="period")
@@ -111,65 +209,43 @@ def replay(
     }
     stop = None if options.until_s is None else start + timedelta(seconds=options.until_s)
     gpu_capacity, cpu_capacity = _capacity(fleet)
-    environments = {env.name: env for env in fleet.environments}
-    queued: list[Action] = []
-    running: dict[str, _Running] = {}
+
+    def trace_duration(action: Action) -> tuple[timedelta, str]:
+        return timedelta(seconds=records[action.id].duration_s), "the trace"
+
+    simulation = Simulation(fleet, options.tick, trace_duration)
     ticks: list[TickRecord] = []
     settled = 0
     next_arrival = 0
     now = start
-    while next_arrival < len(arrivals) or queued or running:
+    while next_arrival < len(arrivals) or simulation.queued or simulation.running:
         if stop is not None and now > stop:
             break
-        for item in [r for r in running.values() if r.ends_at <= now]:
-            del running[item.action.id]
+        for item in simulation.end_due(now):
             records[item.action.id].finished_at = item.ends_at
             records[item.action.id].outcome = item.outcome
             settled += 1
         while next_arrival < len(arrivals) and arrivals[next_arrival][0].submitted_at <= now:
-            queued.append(arrivals[next_arrival][0])
+            simulation.queued.append(arrivals[next_arrival][0])
             records[arrivals[next_arrival][0].id].outcome = STILL_QUEUED
             next_arrival += 1
-        snapshot = fleet.model_copy(
-            update={
-                "now": now,
-                "actions": [r.action for r in running.values()] + queued,
-                "environments": list(environments.values()),
-            }
-        )
-        result = tick(snapshot, options.tick)
-        fleet = fleet.model_copy(update={"queues": _carried_queues(fleet, result)})
-        for started in result.environments_started:
-            environments[started.environment] = environments[started.environment].model_copy(
-                update={"running": True, "placement": started.placement()}
-            )
-        done = {f.action for f in result.failed} | {s.action for s in result.scheduled}
-        by_id = {action.id: action for action in queued}
+        result = simulation.tick(now)
         for scheduled in result.scheduled:
-            action = by_id[scheduled.action]
-            record = records[action.id]
-            record.started_at = now
-            record.outcome = STILL_RUNNING
-            ends_at, outcome = now + timedelta(seconds=record.duration_s), SUCCEEDED
-            deadline = action.deadline_at()
-            if deadline is not None and deadline < ends_at:
-                ends_at, outcome = deadline, "DEADLINE_EXCEEDED"
-            placed = action.model_copy(
-                update={"state": ActionState.RUNNING, "placement": scheduled.placement()}
-            )
-            running[action.id] = _Running(placed, ends_at, outcome)
+            records[scheduled.action].started_at = now
+            records[scheduled.action].outcome = STILL_RUNNING
         for failed in result.failed:
             record = records[failed.action]
             record.finished_at = now
             record.outcome = failed.code.value
             settled += 1
-        queued = [action for action in queued if action.id not in done]
-        ticks.append(_tick_record(now, result, queued, running, environments))
+        ticks.append(_tick_record(now, result, simulation))
+        if observe is not None:
+            observe(simulation, result)
         if progress is not None:
             progress(settled / max(len(arrivals), 1))
-        if _stuck(result, running, next_arrival == len(arrivals), queued):
+        if _stuck(result, simulation, next_arrival == len(arrivals)):
             break
-        now = _next_tick(now, start, options, arrivals, next_arrival, queued, running)
+        now = _next_tick(now, start, options, arrivals, next_arrival, simulation)
     return Replay(start, list(records.values()), ticks, gpu_capacity, cpu_capacity, now)
 
 
@@ -218,19 +294,15 @@ def _held(containers: Sequence[Container]) -> tuple[int, int]:
     return gpus, sum(c.resources.get("cpu", 0) for c in containers)
 
 
-def _tick_record(
-    now: datetime,
-    result: TickResult,
-    queued: list[Action],
-    running: dict[str, _Running],
-    environments: dict[str, Environment],
-) -> TickRecord:
-    held = [_held(r.action.containers) for r in running.values()]
-    held += [_held(env.replica_containers()) for env in environments.values() if env.running]
+def _tick_record(now: datetime, result: TickResult, simulation: Simulation) -> TickRecord:
+    held = [_held(r.action.containers) for r in simulation.running.values()]
+    held += [
+        _held(env.replica_containers()) for env in simulation.environments.values() if env.running
+    ]
     return TickRecord(
         time=now,
-        queued=len(queued),
-        running=len(running),
+        queued=len(simulation.queued),
+        running=len(simulation.running),
         started=len(result.scheduled),
         failed=len(result.failed),
         gpu_allocated=sum(g for g, _ in held),
@@ -245,13 +317,11 @@ def _next_tick(
     options: ReplayOptions,
     arrivals: list[tuple[Action, float]],
     next_arrival: int,
-    queued: list[Action],
-    running: dict[str, _Running],
+    simulation: Simulation,
 ) -> datetime:
     arrival = arrivals[next_arrival][0].submitted_at if next_arrival < len(arrivals) else None
     if options.event_driven:
-        events = [r.ends_at for r in running.values()]
-        events += [t for a in queued if (t := _expiry(a)) is not None]
+        events = due_events(simulation)
         if arrival is not None:
             events.append(arrival)
         later = [t for t in events if t > now]
@@ -259,22 +329,27 @@ def _next_tick(
         return min(later) if later else now + timedelta(seconds=options.period_s)
     period = timedelta(seconds=options.period_s)
     following = now + period
-    if not queued and not running and arrival is not None and arrival > following:
+    idle = not simulation.queued and not simulation.running
+    if idle and arrival is not None and arrival > following:
         steps = math.ceil((arrival - start) / period)
         return start + steps * period
     return following
 
 
-def _stuck(
-    result: TickResult, running: dict[str, _Running], all_arrived: bool, queued: list[Action]
-) -> bool:
+def due_events(simulation: Simulation) -> list[datetime]:
+    """The known times the state changes with nothing arriving: ends and expiries."""
+    events = [r.ends_at for r in simulation.running.values() if r.ends_at is not None]
+    return events + [t for a in simulation.queued if (t := _expiry(a)) is not None]
+
+
+def _stuck(result: TickResult, simulation: Simulation, all_arrived: bool) -> bool:
     """Waiting work that nothing can ever change: no arrival, no end, no expiry to come."""
     return (
         all_arrived
-        and not running
+        and not simulation.running
         and not result.scheduled
         and not result.environments_started
-        and all(_expiry(action) is None for action in queued)
+        and all(_expiry(action) is None for action in simulation.queued)
     )
 
 

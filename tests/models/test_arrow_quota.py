@@ -183,7 +183,7 @@ def test_version_2_needs_every_quota_table_and_one_version() -> None:
     with pytest.raises(InvalidInput) as error:
         snapshot_from_tables(mixed)
     assert error.value.message == (
-        "snapshot: table jobs: has schema version 1, but table settings has 2;"
+        "snapshot: table jobs: has schema version 1, but table settings has 3;"
         " a snapshot's tables share one version"
     )
 

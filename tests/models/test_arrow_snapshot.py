@@ -120,7 +120,7 @@ def test_every_table_carries_its_version_and_name() -> None:
     assert list(tables) == list(arrow_schema.SNAPSHOT_TABLES)
     for name, table in tables.items():
         assert table.schema == arrow_schema.SNAPSHOT_TABLES[name]
-        assert table.schema.metadata[b"sluice.snapshot.version"] == b"2"
+        assert table.schema.metadata[b"sluice.snapshot.version"] == b"3"
         assert table.schema.metadata[b"sluice.table"] == name.encode()
 
 
@@ -215,8 +215,8 @@ BAD: list[tuple[str, Callable[[Tables], Tables], str]] = [
     ),
     (
         "an unknown schema version",
-        lambda t: _metadata(t, "queues", b"3"),
-        "snapshot: table queues: unknown schema version '3'; this reader knows versions 1, 2",
+        lambda t: _metadata(t, "queues", b"4"),
+        "snapshot: table queues: unknown schema version '4'; this reader knows versions 1, 2, 3",
     ),
     (
         "no schema version",

@@ -359,7 +359,10 @@ pages.action = function () {
       fact("queue", queueLink(action.queue)), fact("run", action.run),
       action.environment ? fact("environment", action.environment) : null,
       action.code ? fact("failure", `${action.code}: ${action.message || ""}`) : null,
-      action.waiting_reason ? fact("waiting", `${action.waiting_reason}: ${action.waiting_message || ""}`) : null);
+      action.waiting_reason ? fact("waiting", `${action.waiting_reason}: ${action.waiting_message || ""}`) : null,
+      action.estimate_assumption ? fact("estimated start", action.estimated_start
+        ? `${new Date(action.estimated_start).toLocaleString()} (${action.estimate_assumption})`
+        : action.estimate_assumption) : null);
     fill($("#phases tbody"), [["submitted", action.submitted_at], ["scheduled", action.scheduled_at],
       ["started", action.started_at], ["finished", action.finished_at]]
       .map(([phase, at]) => el("tr", { class: at ? null : "muted" }, el("td", {}, phase), el("td", {}, at ? new Date(at).toLocaleString() : "–"))));
