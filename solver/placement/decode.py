@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from models.resources import UNTYPED_GPU, ResourceKind
 from models.result import (
     EnvironmentStart,
@@ -98,29 +100,37 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[WaitingAction]) ->
 
     An action ahead could take the capacity one needs when it waits in the same queue (its
     caps and concurrency) or could land in one of the same node pools. Actions are grouped
-    by (queue, pools), so the count costs one pass times the number of such groups."""
+    by (queue, pools); which groups compete is one matrix product, and the count ahead of
+    each action one cumulative sum per group (numpy), not a loop over groups per action."""
     infos = {action.id: action for action in problem.actions}
-    in_queue: dict[int, int] = {}
-    groups: dict[tuple[int, frozenset[int]], int] = {}  # waiting so far, per group
-    competing: dict[tuple[tuple[int, frozenset[int]], tuple[int, frozenset[int]]], bool] = {}
-    for position, entry in enumerate(waiting, 1):
+    group_of: dict[tuple[int, frozenset[int]], int] = {}
+    members: list[int] = []  # per waiting entry, its group
+    for entry in waiting:
         action = infos[entry.action]
         items = plan.items_to_place(action)
         pools = frozenset(p for item in items for group in item.pools.values() for p in group)
-        mine = (action.queue, pools)
-        ahead = 0
-        for other, count in groups.items():
-            key = (mine, other)
-            if key not in competing:
-                competing[key] = other[0] == mine[0] or not other[1].isdisjoint(pools)
-            if competing[key]:
-                ahead += count
-        groups[mine] = groups.get(mine, 0) + 1
-        in_queue[action.queue] = in_queue.get(action.queue, 0) + 1
+        members.append(group_of.setdefault((action.queue, pools), len(group_of)))
+    uses = np.zeros((len(group_of), len(problem.pools)), dtype=np.int32)
+    queue_of_group = np.zeros(len(group_of), dtype=np.int64)
+    for (queue, pools), g in group_of.items():
+        uses[g, list(pools)] = 1
+        queue_of_group[g] = queue
+    competing = (uses @ uses.T > 0) | (queue_of_group[:, None] == queue_of_group[None, :])
+    groups = np.array(members, dtype=np.int64)
+    ahead = np.zeros(len(groups), dtype=np.int64)
+    for g in range(len(group_of)):
+        mine = np.flatnonzero(groups == g)
+        # Waiting entries before each of mine whose group competes with g.
+        before = np.cumsum(competing[g][groups]) - competing[g, g]
+        ahead[mine] = before[mine]
+    in_queue: dict[int, int] = {}
+    for position, (entry, g) in enumerate(zip(waiting, members, strict=True), 1):
+        queue = int(queue_of_group[g])
+        in_queue[queue] = in_queue.get(queue, 0) + 1
         # Set in place: the entries are decode's own, made this tick.
-        entry.queue_position = in_queue[action.queue]
+        entry.queue_position = in_queue[queue]
         entry.global_position = position
-        entry.ahead_competing = ahead
+        entry.ahead_competing = int(ahead[position - 1])
 
 
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:
