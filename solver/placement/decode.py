@@ -21,6 +21,9 @@ from solver.placement.failfast import Failure, describe_item
 from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import ActionInfo, Item, Problem
 
+# Waiting actions whose places in line are counted together (a block-by-groups matrix each).
+PLACE_BLOCK = 256
+
 
 @dataclass
 class Decisions:
@@ -100,37 +103,47 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[WaitingAction]) ->
 
     An action ahead could take the capacity one needs when it waits in the same queue (its
     caps and concurrency) or could land in one of the same node pools. Actions are grouped
-    by (queue, pools); which groups compete is one matrix product, and the count ahead of
-    each action one cumulative sum per group (numpy), not a loop over groups per action."""
+    by (queue, pools); which groups compete is one matrix product, and the count ahead is
+    taken block by block of the line (counts so far times the block's rows of that matrix,
+    plus the competition inside the block), so the cost is numpy's, not a loop per action."""
     infos = {action.id: action for action in problem.actions}
-    group_of: dict[tuple[int, frozenset[int]], int] = {}
+    group_of: dict[tuple[int, tuple[int, ...]], int] = {}
+    pools_of: list[list[int]] = []
+    queue_of: list[int] = []
     members: list[int] = []  # per waiting entry, its group
     for entry in waiting:
         action = infos[entry.action]
         items = plan.items_to_place(action)
-        pools = frozenset(p for item in items for group in item.pools.values() for p in group)
-        members.append(group_of.setdefault((action.queue, pools), len(group_of)))
-    uses = np.zeros((len(group_of), len(problem.pools)), dtype=np.int32)
-    queue_of_group = np.zeros(len(group_of), dtype=np.int64)
-    for (queue, pools), g in group_of.items():
-        uses[g, list(pools)] = 1
-        queue_of_group[g] = queue
-    competing = (uses @ uses.T > 0) | (queue_of_group[:, None] == queue_of_group[None, :])
+        key = (action.queue, tuple(id(item.all_pools) for item in items))
+        g = group_of.get(key)
+        if g is None:
+            g = group_of[key] = len(pools_of)
+            pools_of.append(sorted({p for item in items for p in item.all_pools.tolist()}))
+            queue_of.append(action.queue)
+        members.append(g)
+    # Floating point for BLAS (integer products are numpy's slow loop); counts stay exact.
+    uses = np.zeros((len(pools_of), len(problem.pools)))
+    for g, pools in enumerate(pools_of):
+        uses[g, pools] = 1
+    queues = np.array(queue_of, dtype=np.int64)
+    competing = ((uses @ uses.T > 0) | (queues[:, None] == queues[None, :])).astype(np.float64)
     groups = np.array(members, dtype=np.int64)
-    ahead = np.zeros(len(groups), dtype=np.int64)
-    for g in range(len(group_of)):
-        mine = np.flatnonzero(groups == g)
-        # Waiting entries before each of mine whose group competes with g.
-        before = np.cumsum(competing[g][groups]) - competing[g, g]
-        ahead[mine] = before[mine]
+    ahead = np.zeros(len(groups))
+    seen = np.zeros(len(pools_of))  # waiting entries so far, per group
+    for start in range(0, len(groups), PLACE_BLOCK):
+        block = groups[start : start + PLACE_BLOCK]
+        rows = competing[block]
+        inside = np.tril(rows[:, block], -1).sum(axis=1)
+        ahead[start : start + len(block)] = rows @ seen + inside
+        seen += np.bincount(block, minlength=len(seen))
     in_queue: dict[int, int] = {}
     for position, (entry, g) in enumerate(zip(waiting, members, strict=True), 1):
-        queue = int(queue_of_group[g])
+        queue = queue_of[g]
         in_queue[queue] = in_queue.get(queue, 0) + 1
         # Set in place: the entries are decode's own, made this tick.
         entry.queue_position = in_queue[queue]
         entry.global_position = position
-        entry.ahead_competing = int(ahead[position - 1])
+        entry.ahead_competing = round(ahead[position - 1])
 
 
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:

@@ -403,8 +403,7 @@ class _ItemMaker:
         self.dims = dims
         self.default_type = default_type
         self.matcher = _PoolMatcher(pools, len(dims))
-        # Containers of one shape are common (replicas, sweeps): match them to pools once.
-        self.matched: dict[tuple, tuple[dict[int, list[int]], np.ndarray]] = {}
+        self.shapes: dict[tuple, Item] = {}
 
     def of(
         self, containers: list[Container], queue: QueueInfo, field_name: str = "containers"
@@ -415,22 +414,38 @@ class _ItemMaker:
         return [self.item(c, queue) for c in containers]
 
     def item(self, container: Container, queue: QueueInfo) -> Item:
-        request = np.zeros(len(self.dims), dtype=np.int64)
-        for name, amount in container.resources.items():
-            if name in self.dims:
-                request[self.dims.index(name)] = amount
-        gpus, device = 0, None
-        if container.gpu is not None:
-            gpus = container.gpu.count
-            device = container.gpu.device.canonical if container.gpu.device else self.default_type
-        request[GPU_DIM] = gpus
-        item = Item(container.name, request, gpus, device, dict(container.node_selector))
-        shape = (queue.index, request.tobytes(), device, tuple(sorted(item.selector.items())))
-        known = self.matched.get(shape)
+        gpu = container.gpu
+        device = None
+        if gpu is not None:
+            device = gpu.device.canonical if gpu.device else self.default_type
+        # Most containers of a line repeat a few requests: one request vector and one pool
+        # match per (queue, request), shared by every Item of that shape (none is mutated).
+        shape = (
+            queue.index,
+            tuple(container.resources.items()),
+            gpu.count if gpu is not None else 0,
+            device,
+            tuple(container.node_selector.items()),
+        )
+        known = self.shapes.get(shape)
         if known is None:
-            known = self.matched[shape] = self.matcher.match(item, queue)
-        item.pools, item.all_pools = known
-        return item
+            request = np.zeros(len(self.dims), dtype=np.int64)
+            for name, amount in container.resources.items():
+                if name in self.dims:
+                    request[self.dims.index(name)] = amount
+            request[GPU_DIM] = shape[2]
+            item = Item(container.name, request, shape[2], device, dict(shape[4]))
+            item.pools, item.all_pools = self.matcher.match(item, queue)
+            known = self.shapes[shape] = item
+        return Item(
+            container.name,
+            known.request,
+            known.gpus,
+            known.device,
+            known.selector,
+            known.pools,
+            known.all_pools,
+        )
 
 
 def _demand(containers: list[Container], items: list[Item]) -> ResourceVector:
