@@ -335,7 +335,10 @@ class Decider:
         if status is Feasibility.FEASIBLE:
             *moved, placed = placements
             for unit, placement in zip(model_units[:-1], moved, strict=True):
-                ledger.move(unit.key, placement)
+                # Most units stay where they were; moving one in place would only clear the
+                # best-fit memo of requests that found no room (room did not come back).
+                if placement != unit.hint:
+                    ledger.move(unit.key, placement)
             ledger.admit(action, placed)
             return ledger, True
         if status is Feasibility.UNKNOWN and scope is None:

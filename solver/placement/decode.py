@@ -121,18 +121,19 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[WaitingAction]) ->
             pools_of.append(sorted({p for item in items for p in item.all_pools.tolist()}))
             queue_of.append(action.queue)
         members.append(g)
-    # Floating point for BLAS (integer products are numpy's slow loop); counts stay exact.
-    uses = np.zeros((len(pools_of), len(problem.pools)))
+    # Single precision for BLAS (integer products take numpy's slow loop); every count here
+    # is far below 2**24, so it stays exact.
+    uses = np.zeros((len(pools_of), len(problem.pools)), dtype=np.float32)
     for g, pools in enumerate(pools_of):
         uses[g, pools] = 1
     queues = np.array(queue_of, dtype=np.int64)
-    competing = ((uses @ uses.T > 0) | (queues[:, None] == queues[None, :])).astype(np.float64)
+    competing = (uses @ uses.T > 0) | (queues[:, None] == queues[None, :])
     groups = np.array(members, dtype=np.int64)
-    ahead = np.zeros(len(groups))
-    seen = np.zeros(len(pools_of))  # waiting entries so far, per group
+    ahead = np.zeros(len(groups), dtype=np.float32)
+    seen = np.zeros(len(pools_of), dtype=np.float32)  # waiting entries so far, per group
     for start in range(0, len(groups), PLACE_BLOCK):
         block = groups[start : start + PLACE_BLOCK]
-        rows = competing[block]
+        rows = competing[block].astype(np.float32)
         inside = np.tril(rows[:, block], -1).sum(axis=1)
         ahead[start : start + len(block)] = rows @ seen + inside
         seen += np.bincount(block, minlength=len(seen))
