@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 
 import numpy as np
 
@@ -84,6 +85,11 @@ class PoolInfo:
     @property
     def nvidia(self) -> bool:
         return self.device is not None and self.device.startswith(NVIDIA_GPU + "/")
+
+    @cached_property
+    def declared(self) -> np.ndarray:
+        """The dimensions a node declares (bounded room), as a 0/1 mask of the room's type."""
+        return (self.room < UNBOUNDED).astype(self.room.dtype)
 
 
 @dataclass
@@ -272,7 +278,7 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
     cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
     skipped = sum(len(c.node_pools) for c in snapshot.clusters) - len(pools)
     for pool in pools:
-        cluster_room[pool.cluster] += _bounded_room(pool) * pool.max_nodes
+        cluster_room[pool.cluster] += pool.room * pool.declared * pool.max_nodes
     return Problem(
         now=snapshot.now,
         dims=dims,
@@ -294,10 +300,6 @@ def _rejected(who: str, error: Exception, outcome: str) -> str:
     why = f"{who} cannot be compiled: {error}"
     log.error("%s; %s, the rest of the line is scheduled", why, outcome)
     return why
-
-
-def _bounded_room(pool: PoolInfo) -> np.ndarray:
-    return np.where(pool.room < UNBOUNDED, pool.room, 0)
 
 
 def _compile_pools(snapshot: Snapshot, dims: list[str]) -> tuple[list[PoolInfo], list[list[int]]]:
