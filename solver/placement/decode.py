@@ -45,6 +45,7 @@ def decode(
 ) -> Decisions:
     result = Decisions()
     new_nodes = _new_node_numbers(problem, plan)
+    no_room: dict[tuple, Refusal] = {}
     for action in problem.actions:
         i = action.index
         queue = problem.queues[action.queue].name
@@ -73,7 +74,14 @@ def decode(
         else:
             refusal = refusals[i]
             if refusal is NO_ROOM:
-                refusal = room_refusal(problem, action, plan)
+                # Waiting actions of one queue mostly repeat a few requests: the plan is final,
+                # so one shape (its containers' names included: the message has them) gets
+                # one answer.
+                items = plan.items_to_place(action)
+                shape = (action.queue, *((id(it.request), id(it.pools), it.name) for it in items))
+                if shape not in no_room:
+                    no_room[shape] = room_refusal(problem, action, plan)
+                refusal = no_room[shape]
             result.waiting.append(
                 WaitingAction(
                     action=action.id,
