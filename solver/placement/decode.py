@@ -135,7 +135,10 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[WaitingAction]) ->
     for g, pools in enumerate(pools_of):
         uses[g, pools] = 1
     queues = np.array(queue_of, dtype=np.int64)
-    competing = (uses @ uses.T > 0) | (queues[:, None] == queues[None, :])
+    competing = queues[:, None] == queues[None, :]
+    for start in range(0, len(uses), PLACE_BLOCK):
+        # Row by row of groups, so the products never take more than a block's memory.
+        competing[start : start + PLACE_BLOCK] |= uses[start : start + PLACE_BLOCK] @ uses.T > 0
     groups = np.array(members, dtype=np.int64)
     ahead = np.zeros(len(groups), dtype=np.float32)
     seen = np.zeros(len(pools_of), dtype=np.float32)  # waiting entries so far, per group
