@@ -129,8 +129,9 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[WaitingAction]) ->
             pools_of.append(sorted({p for item in items for p in item.all_pools.tolist()}))
             queue_of.append(action.queue)
         members.append(g)
-    # Single precision for BLAS (integer products take numpy's slow loop); every count here
-    # is far below 2**24, so it stays exact.
+    # Floating point for BLAS (integer products take numpy's slow loop), exact all the same:
+    # the products of 0/1 pool rows count at most the pools (single precision holds that),
+    # the counts of waiting actions stay far below double precision's 2**53.
     uses = np.zeros((len(pools_of), len(problem.pools)), dtype=np.float32)
     for g, pools in enumerate(pools_of):
         uses[g, pools] = 1
@@ -140,11 +141,11 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[WaitingAction]) ->
         # Row by row of groups, so the products never take more than a block's memory.
         competing[start : start + PLACE_BLOCK] |= uses[start : start + PLACE_BLOCK] @ uses.T > 0
     groups = np.array(members, dtype=np.int64)
-    ahead = np.zeros(len(groups), dtype=np.float32)
-    seen = np.zeros(len(pools_of), dtype=np.float32)  # waiting entries so far, per group
+    ahead = np.zeros(len(groups))
+    seen = np.zeros(len(pools_of))  # waiting entries so far, per group
     for start in range(0, len(groups), PLACE_BLOCK):
         block = groups[start : start + PLACE_BLOCK]
-        rows = competing[block].astype(np.float32)
+        rows = competing[block].astype(np.float64)
         inside = np.tril(rows[:, block], -1).sum(axis=1)
         ahead[start : start + len(block)] = rows @ seen + inside
         seen += np.bincount(block, minlength=len(seen))
