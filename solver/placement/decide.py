@@ -179,7 +179,7 @@ class Decider:
             self._check(ledger, action, items, clusters, capped) if fits else capped or NO_ROOM
         )
         if isinstance(checked, Refusal):
-            shape = _shape(action)
+            shape = _shape(action.queue, items)
             if shape is not None and checked.reason is WaitReason.CLUSTER_ROOM:
                 shapes.setdefault(shape[0], []).append(shape[1])
         return checked
@@ -231,7 +231,7 @@ class Decider:
             hard = ledger.refusal(action, device_caps=False)
             if hard is not None:
                 return hard
-        shape = _shape(action)
+        shape = _shape(action.queue, ledger.items_to_place(action))
         if shape is not None and _dominated(infeasible_shapes.get(shape[0], []), shape[1]):
             return refusal or NO_ROOM
         return None
@@ -335,7 +335,10 @@ class Decider:
         if status is Feasibility.FEASIBLE:
             *moved, placed = placements
             for unit, placement in zip(model_units[:-1], moved, strict=True):
-                ledger.move(unit.key, placement)
+                # Most units stay where they were; moving one in place would only clear the
+                # best-fit memo of requests that found no room (room did not come back).
+                if placement != unit.hint:
+                    ledger.move(unit.key, placement)
             ledger.admit(action, placed)
             return ledger, True
         if status is Feasibility.UNKNOWN and scope is None:
@@ -396,19 +399,23 @@ def _placement_in(plan: Plan, action: ActionInfo, target: Plan) -> NodeAssignmen
     return placement
 
 
-def _shape(action: ActionInfo) -> tuple[tuple, tuple[int, ...]] | None:
-    """A key under which a request no smaller than one that found no room finds none either."""
-    if action.env is not None:
+def _shape(queue: int, items: list[Item]) -> tuple[tuple, tuple[int, ...]] | None:
+    """A key under which a request no smaller than one that found no room finds none either.
+
+    `items` are what admitting the action places: its own containers, or the replicas of the
+    reusable pool it starts (every action that would start one pool has the same key).
+    """
+    if not items:
         return None
     # Room does not depend on the queue, except where untyped GPUs meet its device caps.
     key = (
-        action.queue if any(item.untyped for item in action.items) else None,
+        queue if any(item.untyped for item in items) else None,
         tuple(
             (item.device, item.untyped, tuple(sorted((c, tuple(p)) for c, p in item.pools.items())))
-            for item in action.items
+            for item in items
         ),
     )
-    return key, tuple(int(v) for item in action.items for v in item.request)
+    return key, tuple(int(v) for item in items for v in item.request)
 
 
 def _dominated(smaller_failures: list[tuple[int, ...]], request: tuple[int, ...]) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from models.resources import UNTYPED_GPU, ResourceKind
 from models.result import (
     EnvironmentStart,
@@ -18,6 +20,9 @@ from solver.placement.best_fit import NO_ROOM
 from solver.placement.failfast import Failure, describe_item
 from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import ActionInfo, Item, Problem
+
+# Waiting actions whose places in line are counted together (a block-by-groups matrix each).
+PLACE_BLOCK = 256
 
 
 @dataclass
@@ -40,6 +45,7 @@ def decode(
 ) -> Decisions:
     result = Decisions()
     new_nodes = _new_node_numbers(problem, plan)
+    no_room: dict[tuple, Refusal] = {}
     for action in problem.actions:
         i = action.index
         queue = problem.queues[action.queue].name
@@ -68,7 +74,14 @@ def decode(
         else:
             refusal = refusals[i]
             if refusal is NO_ROOM:
-                refusal = room_refusal(problem, action, plan)
+                # Waiting actions of one queue mostly repeat a few requests: the plan is final,
+                # so one shape (its containers' names included: the message has them) gets
+                # one answer.
+                items = plan.items_to_place(action)
+                shape = (action.queue, *((id(it.request), id(it.pools), it.name) for it in items))
+                if shape not in no_room:
+                    no_room[shape] = room_refusal(problem, action, plan)
+                refusal = no_room[shape]
             result.waiting.append(
                 WaitingAction(
                     action=action.id,
@@ -98,29 +111,52 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[WaitingAction]) ->
 
     An action ahead could take the capacity one needs when it waits in the same queue (its
     caps and concurrency) or could land in one of the same node pools. Actions are grouped
-    by (queue, pools), so the count costs one pass times the number of such groups."""
+    by (queue, pools); which groups compete is one matrix product, and the count ahead is
+    taken block by block of the line (counts so far times the block's rows of that matrix,
+    plus the competition inside the block), so the cost is numpy's, not a loop per action."""
     infos = {action.id: action for action in problem.actions}
-    in_queue: dict[int, int] = {}
-    groups: dict[tuple[int, frozenset[int]], int] = {}  # waiting so far, per group
-    competing: dict[tuple[tuple[int, frozenset[int]], tuple[int, frozenset[int]]], bool] = {}
-    for position, entry in enumerate(waiting, 1):
+    group_of: dict[tuple[int, tuple[int, ...]], int] = {}
+    pools_of: list[list[int]] = []
+    queue_of: list[int] = []
+    members: list[int] = []  # per waiting entry, its group
+    for entry in waiting:
         action = infos[entry.action]
         items = plan.items_to_place(action)
-        pools = frozenset(p for item in items for group in item.pools.values() for p in group)
-        mine = (action.queue, pools)
-        ahead = 0
-        for other, count in groups.items():
-            key = (mine, other)
-            if key not in competing:
-                competing[key] = other[0] == mine[0] or not other[1].isdisjoint(pools)
-            if competing[key]:
-                ahead += count
-        groups[mine] = groups.get(mine, 0) + 1
-        in_queue[action.queue] = in_queue.get(action.queue, 0) + 1
+        key = (action.queue, tuple(id(item.all_pools) for item in items))
+        g = group_of.get(key)
+        if g is None:
+            g = group_of[key] = len(pools_of)
+            pools_of.append(sorted({p for item in items for p in item.all_pools.tolist()}))
+            queue_of.append(action.queue)
+        members.append(g)
+    # Floating point for BLAS (integer products take numpy's slow loop), exact all the same:
+    # the products of 0/1 pool rows count at most the pools (single precision holds that),
+    # the counts of waiting actions stay far below double precision's 2**53.
+    uses = np.zeros((len(pools_of), len(problem.pools)), dtype=np.float32)
+    for g, pools in enumerate(pools_of):
+        uses[g, pools] = 1
+    queues = np.array(queue_of, dtype=np.int64)
+    competing = queues[:, None] == queues[None, :]
+    for start in range(0, len(uses), PLACE_BLOCK):
+        # Row by row of groups, so the products never take more than a block's memory.
+        competing[start : start + PLACE_BLOCK] |= uses[start : start + PLACE_BLOCK] @ uses.T > 0
+    groups = np.array(members, dtype=np.int64)
+    ahead = np.zeros(len(groups))
+    seen = np.zeros(len(pools_of))  # waiting entries so far, per group
+    for start in range(0, len(groups), PLACE_BLOCK):
+        block = groups[start : start + PLACE_BLOCK]
+        rows = competing[block].astype(np.float64)
+        inside = np.tril(rows[:, block], -1).sum(axis=1)
+        ahead[start : start + len(block)] = rows @ seen + inside
+        seen += np.bincount(block, minlength=len(seen))
+    in_queue: dict[int, int] = {}
+    for position, (entry, g) in enumerate(zip(waiting, members, strict=True), 1):
+        queue = queue_of[g]
+        in_queue[queue] = in_queue.get(queue, 0) + 1
         # Set in place: the entries are decode's own, made this tick.
-        entry.queue_position = in_queue[action.queue]
+        entry.queue_position = in_queue[queue]
         entry.global_position = position
-        entry.ahead_competing = ahead
+        entry.ahead_competing = round(ahead[position - 1])
 
 
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:

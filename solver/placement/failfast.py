@@ -49,6 +49,7 @@ def fail_fast(problem: Problem) -> dict[int, Failure]:
     """Failures by action index (global order)."""
     failures: dict[int, Failure] = {}
     env_failures: dict[int, Failure | None] = {}
+    feasible: set[tuple[int, ...]] = set()
     for action in problem.actions:
         if action.unrepresentable is not None:
             failures[action.index] = Failure(ErrorCode.INFEASIBLE, action.unrepresentable)
@@ -67,9 +68,16 @@ def fail_fast(problem: Problem) -> dict[int, Failure]:
                     )
             failure = env_failures[action.env]
         elif failure is None:
-            failure = _infeasible(
-                problem, action.queue, action.items, action.demand, f"action {action.id}"
-            )
+            # Actions of one queue with the same containers share their request vectors
+            # (solver.placement.problem), and what can run once can run again: each such
+            # shape is judged once.
+            shape = (action.queue, *(id(item.request) for item in action.items))
+            if shape not in feasible:
+                failure = _infeasible(
+                    problem, action.queue, action.items, action.demand, f"action {action.id}"
+                )
+                if failure is None:
+                    feasible.add(shape)
         if failure is not None:
             failures[action.index] = failure
     return failures

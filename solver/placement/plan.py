@@ -15,7 +15,7 @@ import numpy as np
 from models.devices import NVIDIA_GPU
 from models.resources import EMPTY, ResourceKind, ResourceVector, kind_of, spelled
 from models.result import WaitReason
-from solver.placement.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Item, Problem
+from solver.placement.problem import CPU_DIM, GPU_DIM, ActionInfo, Item, Problem
 
 Spot = tuple[int, int]  # (pool index, node index)
 UnitKey = tuple[str, int]  # ("action", action index) or ("env", environment index)
@@ -65,8 +65,9 @@ class Plan:
         self.pool_top: dict[int, tuple[int, str]] = {}  # highest queue priority placed there
         self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
         for pool in problem.pools:
-            self.cluster_used[pool.cluster] += _bounded(pool.room, pool.used.sum(axis=0))
+            self.cluster_used[pool.cluster] += pool.used.sum(axis=0) * pool.declared
         self.loads = np.zeros(len(problem.cluster_names))
+        self.load_dims = [np.flatnonzero(room > 0) for room in problem.cluster_room]
         for cluster in range(len(problem.cluster_names)):
             self._update_load(cluster)
         # Requests best-fit found no room for, per queue and pool sets: room only shrinks as
@@ -85,7 +86,7 @@ class Plan:
         self.class_free: dict[str, np.ndarray] = {}
         for pool, free in zip(problem.pools, self.free, strict=True):
             total = self.class_free.setdefault(pool.device or "", np.zeros(len(problem.dims)))
-            total += _bounded(pool.room, free.sum(axis=0))
+            total += free.sum(axis=0) * pool.declared
         self.untyped_on: dict[str, int] = {}  # this tick's untyped GPUs per device, all queues
 
     def units(self) -> dict[UnitKey, tuple[int, list[Item], NodeAssignment]]:
@@ -189,9 +190,9 @@ class Plan:
 
     def _update_load(self, cluster: int) -> None:
         """Share of the cluster's full-scale room in use, on its scarcest dimension."""
-        total = self.problem.cluster_room[cluster]
-        nonzero = total > 0
-        if nonzero.any():
+        nonzero = self.load_dims[cluster]
+        if len(nonzero):
+            total = self.problem.cluster_room[cluster]
             self.loads[cluster] = float(
                 (self.cluster_used[cluster][nonzero] / total[nonzero]).max()
             )
@@ -215,9 +216,12 @@ class Plan:
 
     def _best_placement(self, action: ActionInfo, items: list[Item]) -> NodeAssignment | None:
         # Clusters where every container has a pool with a node big enough: a cheap first cut.
+        # The pools passing it are the only ones the nodes are searched in.
         clusters: set[int] | None = None
+        roomy: list[set[int]] = []
         for item in items:
             pools = item.all_pools[(self.max_free[item.all_pools] >= item.request).all(axis=1)]
+            roomy.append(set(pools.tolist()))
             reachable = set(self.problem.pool_cluster[pools].tolist())
             clusters = reachable if clusters is None else clusters & reachable
             if not clusters:
@@ -225,14 +229,23 @@ class Plan:
         assert clusters is not None
         load = (lambda c: c) if self.first_fit else (lambda c: (self.loads[c], c))
         for cluster in sorted(clusters, key=load):
-            spots = self._fit_in_cluster(items, cluster, action.queue, self.charge_of(action))
+            spots = self._fit_in_cluster(
+                items, roomy, cluster, action.queue, self.charge_of(action)
+            )
             if spots is not None:
                 return NodeAssignment(cluster, spots)
         return None
 
     def _fit_in_cluster(
-        self, items: list[Item], cluster: int, queue_index: int, charge: ResourceVector
+        self,
+        items: list[Item],
+        roomy: list[set[int]],
+        cluster: int,
+        queue_index: int,
+        charge: ResourceVector,
     ) -> tuple[Spot, ...] | None:
+        """Each item on a node of its pools in `cluster`, only among its `roomy` pools (those
+        with a node of room for it, by `max_free`)."""
         queue = self.problem.queues[queue_index]
         usage = self.usage[queue_index]
         taken: list[tuple[int, int, np.ndarray]] = []
@@ -252,6 +265,8 @@ class Plan:
             item = items[i]
             spot = None
             for p in item.pools[cluster]:
+                if p not in roomy[i]:
+                    continue
                 device = self.problem.pools[p].device
                 if item.untyped and device is not None and device in queue.caps:
                     held = usage.held.amount(device) + device_extra.get(device, 0)
@@ -371,8 +386,9 @@ class Plan:
         for item, (p, slot) in zip(items, placement.spots, strict=True):
             pool = self.problem.pools[p]
             self.free[p][slot] -= sign * item.request
-            self.cluster_used[pool.cluster] += sign * _bounded(pool.room, item.request)
-            self.class_free[pool.device or ""] -= sign * _bounded(pool.room, item.request)
+            held = sign * item.request * pool.declared
+            self.cluster_used[pool.cluster] += held
+            self.class_free[pool.device or ""] -= held
             touched.add(pool.cluster)
             if sign > 0:
                 self.opened[p][slot] = True
@@ -393,8 +409,3 @@ class Plan:
             self._update_load(cluster)
         for p in {p for p, _ in placement.spots}:
             self.max_free[p] = self.free[p].max(axis=0)
-
-
-def _bounded(room: np.ndarray, amount: np.ndarray) -> np.ndarray:
-    """`amount` on the dimensions a node declares; zero on the unbounded ones."""
-    return np.where(room < UNBOUNDED, amount, 0)

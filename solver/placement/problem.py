@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 
 import numpy as np
 
@@ -84,6 +85,11 @@ class PoolInfo:
     @property
     def nvidia(self) -> bool:
         return self.device is not None and self.device.startswith(NVIDIA_GPU + "/")
+
+    @cached_property
+    def declared(self) -> np.ndarray:
+        """The dimensions a node declares (bounded room), as a 0/1 mask of the room's type."""
+        return (self.room < UNBOUNDED).astype(self.room.dtype)
 
 
 @dataclass
@@ -272,7 +278,7 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
     cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
     skipped = sum(len(c.node_pools) for c in snapshot.clusters) - len(pools)
     for pool in pools:
-        cluster_room[pool.cluster] += _bounded_room(pool) * pool.max_nodes
+        cluster_room[pool.cluster] += pool.room * pool.declared * pool.max_nodes
     return Problem(
         now=snapshot.now,
         dims=dims,
@@ -294,10 +300,6 @@ def _rejected(who: str, error: Exception, outcome: str) -> str:
     why = f"{who} cannot be compiled: {error}"
     log.error("%s; %s, the rest of the line is scheduled", why, outcome)
     return why
-
-
-def _bounded_room(pool: PoolInfo) -> np.ndarray:
-    return np.where(pool.room < UNBOUNDED, pool.room, 0)
 
 
 def _compile_pools(snapshot: Snapshot, dims: list[str]) -> tuple[list[PoolInfo], list[list[int]]]:
@@ -403,8 +405,7 @@ class _ItemMaker:
         self.dims = dims
         self.default_type = default_type
         self.matcher = _PoolMatcher(pools, len(dims))
-        # Containers of one shape are common (replicas, sweeps): match them to pools once.
-        self.matched: dict[tuple, tuple[dict[int, list[int]], np.ndarray]] = {}
+        self.shapes: dict[tuple, Item] = {}
 
     def of(
         self, containers: list[Container], queue: QueueInfo, field_name: str = "containers"
@@ -415,22 +416,38 @@ class _ItemMaker:
         return [self.item(c, queue) for c in containers]
 
     def item(self, container: Container, queue: QueueInfo) -> Item:
-        request = np.zeros(len(self.dims), dtype=np.int64)
-        for name, amount in container.resources.items():
-            if name in self.dims:
-                request[self.dims.index(name)] = amount
-        gpus, device = 0, None
-        if container.gpu is not None:
-            gpus = container.gpu.count
-            device = container.gpu.device.canonical if container.gpu.device else self.default_type
-        request[GPU_DIM] = gpus
-        item = Item(container.name, request, gpus, device, dict(container.node_selector))
-        shape = (queue.index, request.tobytes(), device, tuple(sorted(item.selector.items())))
-        known = self.matched.get(shape)
+        gpu = container.gpu
+        device = None
+        if gpu is not None:
+            device = gpu.device.canonical if gpu.device else self.default_type
+        # Most containers of a line repeat a few requests: one request vector and one pool
+        # match per (queue, request), shared by every Item of that shape (none is mutated).
+        shape = (
+            queue.index,
+            tuple(container.resources.items()),
+            gpu.count if gpu is not None else 0,
+            device,
+            tuple(container.node_selector.items()),
+        )
+        known = self.shapes.get(shape)
         if known is None:
-            known = self.matched[shape] = self.matcher.match(item, queue)
-        item.pools, item.all_pools = known
-        return item
+            request = np.zeros(len(self.dims), dtype=np.int64)
+            for name, amount in container.resources.items():
+                if name in self.dims:
+                    request[self.dims.index(name)] = amount
+            request[GPU_DIM] = shape[2]
+            item = Item(container.name, request, shape[2], device, dict(shape[4]))
+            item.pools, item.all_pools = self.matcher.match(item, queue)
+            known = self.shapes[shape] = item
+        return Item(
+            container.name,
+            known.request,
+            known.gpus,
+            known.device,
+            known.selector,
+            known.pools,
+            known.all_pools,
+        )
 
 
 def _demand(containers: list[Container], items: list[Item]) -> ResourceVector:
