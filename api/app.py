@@ -15,6 +15,7 @@ from api.auth import Authenticator
 from api.config import ServiceSettings
 from api.deps import reject_unknown_query
 from api.errors import document_errors, install_error_handlers
+from api.explanation_cache import ActionExplanations
 from api.guard import OPEN_PATHS, RequestGuard
 from api.metrics import ServiceMetrics
 from api.routes import (
@@ -31,10 +32,13 @@ from api.routes import (
     watch,
 )
 from api.routes import settings as org_settings
+from api.solver_process import start_solves
 from api.store.records import Store
 from api.store.sqlite import SqliteStore
-from api.ticker import TickFn, TickLoop, solver_tick
+from api.tick_work import HeadExplaining, TickFn, solver_tick
+from api.ticker import TickLoop
 from api.web import routes as web
+from solver import TickOptions
 
 log = logging.getLogger("sluice.api")
 
@@ -61,12 +65,24 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.store = store or await asyncio.to_thread(SqliteStore, settings.db_path)
+        # Explanations get the service's model budget and no wall-clock guard, so their
+        # answers do not depend on the load.
+        explain_options = TickOptions(time_limit_s=settings.time_limit_s)
+        tick_solves = start_solves(settings.tick_worker, "tick", settings.timeout_s)
+        explain_solves = start_solves(settings.tick_worker, "explanation", settings.timeout_s)
         app.state.ticker = TickLoop(
             app.state.store,
             tick_fn or solver_tick(settings.time_limit_s, settings.wall_guard_s),
             settings.period_s,
+            HeadExplaining(explain_options, settings.head_explain_budget_s),
+            tick_solves,
         )
-        app.state.metrics = ServiceMetrics(app.state.store, app.state.ticker)
+        app.state.explanations = ActionExplanations(
+            app.state.store, app.state.ticker, explain_solves, explain_options
+        )
+        app.state.metrics = ServiceMetrics(
+            app.state.store, app.state.ticker, app.state.explanations
+        )
         background = [asyncio.create_task(app.state.ticker.run_forever(), name="tick-loop")]
         if settings.demo:
             from api.demo import DemoExecutor, load_demo_fleet
@@ -79,10 +95,11 @@ def create_app(
         else:
             log.info("auth: bearer tokens from %s", settings.auth_file)
         log.info(
-            "tick service on %s: a tick every %.2f s, solver limit %.2f s%s",
+            "tick service on %s: a tick every %.2f s, solver limit %.2f s, solving in a %s%s",
             settings.db_path,
             settings.period_s,
             settings.time_limit_s,
+            settings.tick_worker.value,
             ", demo executor running" if settings.demo else "",
         )
         try:
@@ -94,6 +111,8 @@ def create_app(
             for task in background:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            tick_solves.close()
+            explain_solves.close()
             if store is None:
                 app.state.store.close()
 
@@ -115,7 +134,15 @@ def create_app(
     install_error_handlers(app)
     document_errors(app, OPEN_PATHS)
     routers = (
-        queues, actions, clusters, org_settings, environments, watch, ops, explanations, triggers
+        queues,
+        actions,
+        clusters,
+        org_settings,
+        environments,
+        watch,
+        ops,
+        explanations,
+        triggers,
     )
     for module in routers:
         app.include_router(module.router)

@@ -1,10 +1,13 @@
 """The tick loop: snapshot, solve, write back, on a fixed period, never overlapping.
 
-The loop runs as one asyncio task in the app's lifespan. Each tick's blocking
-work (reading the snapshot, the CPU-bound solve, the write-back transaction)
-runs in one worker thread, so the event loop keeps serving requests. A tick whose
-snapshot the store has moved past is refused at write-back (api.store.records.
-SnapshotOvertaken): it is counted, not a failure, and the next tick re-plans.
+The loop runs as one asyncio task in the app's lifespan. The store's parts of a tick
+(reading the snapshot, the write-back transaction) run in threads of this process, which
+stays the store's only writer; the CPU-bound part (the solve and the blocked heads'
+explanations, api.tick_work) runs in the worker of api.solver_process, so neither the
+event loop nor the request threads wait on it. A tick whose snapshot the store has moved
+past is refused at write-back (api.store.records.SnapshotOvertaken): it is counted, not a
+failure, and the next tick re-plans. A worker that dies or overruns fails its tick, and
+the next tick runs in a new worker.
 """
 
 from __future__ import annotations
@@ -17,20 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from api.store.records import AppliedTick, SnapshotOvertaken, Store
+from api.solver_process import Solves, ThreadSolves
+from api.store.records import AppliedTick, SnapshotOvertaken, Store, TickInput
+from api.tick_work import HeadExplaining, SolvedTick, TickFn, solve_tick, solve_tick_wire
+from models.explanation import Explanation
 from models.result import TickResult, WaitingAction
-from models.snapshot import Snapshot
-from solver import TickOptions, tick
 
 log = logging.getLogger("sluice.tick")
-
-TickFn = Callable[[Snapshot], TickResult]
-
-
-def solver_tick(time_limit_s: float, wall_guard_s: float | None = None) -> TickFn:
-    """The real engine, with the service's time limit and wall-clock guard."""
-    options = TickOptions(time_limit_s=time_limit_s, wall_guard_s=wall_guard_s)
-    return lambda snapshot: tick(snapshot, options)
 
 
 @dataclass
@@ -44,6 +40,8 @@ class TickStats:
     rejected_actions: int = 0
     skipped_pools: int = 0
     wall_guard_hits: int = 0  # ticks whose model checks the service's wall-clock guard cut
+    workers_replaced: int = 0  # tick workers that died or overran, and were replaced
+    worker_pid: int | None = None  # the process that solved the last tick
     last_duration_s: float = 0.0  # snapshot + solve + write-back of the last tick
     last_finished_at: datetime | None = None
     last_error: str | None = None
@@ -53,13 +51,24 @@ class TickStats:
 class TickLoop:
     """Runs ticks on a period and keeps the last result for metrics and watchers."""
 
-    def __init__(self, store: Store, tick_fn: TickFn, period_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        tick_fn: TickFn,
+        period_s: float,
+        heads: HeadExplaining,
+        solves: Solves | None = None,
+    ) -> None:
         self.store = store
         self.tick_fn = tick_fn
         self.period_s = period_s
+        self.heads = heads
+        self.solves = solves or ThreadSolves()
         self.stats = TickStats()
         self.last_result: TickResult | None = None
         self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
+        # The last tick's explanations of blocked strict_fifo heads, by queue name.
+        self.head_explanations: dict[str, Explanation] = {}
         # Called with the stats after each written-back tick (api.metrics' histogram).
         self.on_tick: list[Callable[[TickStats], None]] = []
         self._ticked = asyncio.Condition()
@@ -95,7 +104,7 @@ class TickLoop:
         async with self._one_at_a_time:
             started = time.perf_counter()
             try:
-                result, applied, phases, rejected = await asyncio.to_thread(self._tick_blocking)
+                solved, applied, phases = await self._tick()
             except SnapshotOvertaken as error:
                 self.stats.overtaken += 1
                 log.info(  # expected after a change
@@ -104,18 +113,19 @@ class TickLoop:
                 return None
             except Exception as error:  # a bug in one tick must not stop the service
                 self.stats.failures += 1
+                self.stats.workers_replaced = self.solves.replaced
                 self.stats.last_error = f"{type(error).__name__}: {error}"
                 log.exception(
                     "tick failed; retrying next period", extra={"tick": self.stats.ticks + 1}
                 )
                 return None
-            self.stats.rejected_actions += rejected
-            return await self._record(result, applied, phases, started)
+            return await self._record(solved, applied, phases, started)
 
     async def _record(
-        self, result: TickResult, applied: AppliedTick, phases: dict[str, float], started: float
+        self, solved: SolvedTick, applied: AppliedTick, phases: dict[str, float], started: float
     ) -> TickResult:
         """Keep a written-back tick for metrics and watchers, and wake the watchers."""
+        result = solved.result
         self.stats.rejected_actions += result.solver.rejected_actions
         self.stats.skipped_pools = result.solver.skipped_pools
         self.stats.wall_guard_hits += result.solver.wall_guard_hit
@@ -123,8 +133,11 @@ class TickLoop:
         self.stats.phases_s = phases
         self.stats.last_finished_at = datetime.now(UTC)
         self.stats.last_error = None
+        self.stats.worker_pid = solved.worker_pid
+        self.stats.workers_replaced = self.solves.replaced
         self.last_result = result
         self.waiting = {entry.action: entry for entry in result.waiting}
+        self.head_explanations = solved.head_explanations
         async with self._ticked:
             self.stats.ticks += 1
             self._ticked.notify_all()
@@ -158,17 +171,37 @@ class TickLoop:
         self.store.stop_idle_environments(now)
         self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
 
-    def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float], int]:
+    def _read(self) -> TickInput:
         self._before_snapshot()
+        return self.store.read_tick_input(datetime.now(UTC))
+
+    async def _tick(self) -> tuple[SolvedTick, AppliedTick, dict[str, float]]:
+        """Read in a thread, solve in the worker, write back in a thread.
+
+        `handoff` is the worker call's time beyond its solve and explanations: sending the
+        snapshot and bringing the answer back (nearly nothing in thread mode). The snapshot
+        goes pickled, the answer as JSON (see `solve_tick_wire`)."""
         clock = time.perf_counter()
-        planned = self.store.read_tick_input(datetime.now(UTC))
-        read_s = time.perf_counter() - clock
-        result = self.tick_fn(planned.snapshot)
-        solve_s = time.perf_counter() - clock - read_s
-        applied = self.store.apply_tick(result, planned.generation)
-        write_s = time.perf_counter() - clock - read_s - solve_s
-        phases = {"snapshot": read_s, "solve": solve_s, "write": write_s}
-        return result, applied, phases, planned.rejected
+        planned = await asyncio.to_thread(self._read)
+        self.stats.rejected_actions += planned.rejected
+        read = time.perf_counter()
+        if self.solves.copies:
+            wire = await self.solves.run(
+                solve_tick_wire, self.tick_fn, planned.snapshot, self.heads
+            )
+            solved = await asyncio.to_thread(SolvedTick.model_validate_json, wire)
+        else:
+            solved = await self.solves.run(solve_tick, self.tick_fn, planned.snapshot, self.heads)
+        returned = time.perf_counter()
+        applied = await asyncio.to_thread(self.store.apply_tick, solved.result, planned.generation)
+        phases = {
+            "snapshot": read - clock,
+            "solve": solved.solve_s,
+            "explain": solved.explain_s,
+            "handoff": max(0.0, returned - read - solved.solve_s - solved.explain_s),
+            "write": time.perf_counter() - returned,
+        }
+        return solved, applied, phases
 
     async def wait_for_tick(self, after: int) -> int:
         """Wait until more than `after` ticks have completed; return the count."""

@@ -91,7 +91,9 @@ class QueuePublic(BaseModel):
     waiting: int
     as_of: Timestamp | None = Field(description="the tick the usage figures come from")
     head_explanation: Explanation | None = Field(
-        default=None, description="why the blocked head waits (GET /queues/{name} only)"
+        default=None,
+        description="why the blocked head waits, as the last tick explained it"
+        " (GET /queues/{name} and its watch stream only)",
     )
 
     @classmethod

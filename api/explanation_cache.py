@@ -1,0 +1,99 @@
+"""One action's explanation on request (`GET /actions/{id}/explanation`), solved at most once
+per action per tick.
+
+The explanation judges the action against the store as it is now, with the last tick's
+decisions for the actions ahead of it (those it admitted are running work by now). A
+queued action the service has not ticked yet is explained after a tick of its own; a
+failed one against the queues and clusters of now.
+
+The solve runs in the service's explanation worker (api.solver_process) with the service's
+model budget. Its answer is kept until the next tick is written back, so any number of
+viewers polling one action cost one solve a tick; one solve runs at a time, and a request
+for an action being explained waits for that answer instead of starting another. The cache
+holds at most `size` actions a tick (past that, the oldest is dropped and solved again if
+asked for).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from datetime import UTC, datetime
+
+from api.solver_process import Solves
+from api.store.records import Phase, Store
+from api.ticker import TickLoop
+from models.errors import ErrorCode, FailedPrecondition
+from models.explanation import Explanation
+from solver import TickOptions
+from solver.explain.action import explain, explain_failure
+
+# Failures the scheduler decides; any other code came from an executor, at run time.
+SCHEDULING_FAILURES = (
+    ErrorCode.INFEASIBLE,
+    ErrorCode.MAX_QUEUED_TIME_EXCEEDED,
+    ErrorCode.DEADLINE_EXCEEDED,
+)
+CACHED_PER_TICK = 1024
+
+
+class ActionExplanations:
+    def __init__(
+        self,
+        store: Store,
+        ticker: TickLoop,
+        solves: Solves,
+        options: TickOptions,
+        size: int = CACHED_PER_TICK,
+    ) -> None:
+        self.store = store
+        self.ticker = ticker
+        self.solves = solves
+        self.options = options
+        self.size = size
+        self.solves_run = 0  # explanation solves since start (for /metrics)
+        self._tick = -1  # the tick the cached answers belong to
+        self._cached: OrderedDict[str, Explanation] = OrderedDict()
+        self._one_at_a_time = asyncio.Lock()
+
+    async def get(self, action_id: str) -> Explanation:
+        """The action's explanation as of the last tick; errors (unknown action, finished
+        action) are raised, never cached."""
+        async with self._one_at_a_time:
+            tick = self.ticker.stats.ticks
+            if tick != self._tick:
+                self._tick = tick
+                self._cached.clear()
+            cached = self._cached.get(action_id)
+            if cached is not None:
+                return cached
+            explanation = await self._solve(action_id)
+            if self.ticker.stats.ticks == tick:  # not already superseded by a newer tick
+                self._cached[action_id] = explanation
+                if len(self._cached) > self.size:
+                    self._cached.popitem(last=False)
+            return explanation
+
+    async def _solve(self, action_id: str) -> Explanation:
+        record = await asyncio.to_thread(self.store.get_action, action_id)
+        failed = record.phase is Phase.FAILED and record.code in SCHEDULING_FAILURES
+        if not failed and not record.phase.live:
+            detail = f" ({record.code}: {record.message})" if record.code else ""
+            raise FailedPrecondition(
+                f"action {action_id} is {record.phase.value}{detail}: explanations cover queued,"
+                " scheduled, running and unschedulable actions"
+            )
+        snapshot = await asyncio.to_thread(self.store.read_snapshot, datetime.now(UTC))
+        self.solves_run += 1
+        if failed:
+            return await self.solves.run(
+                explain_failure,
+                snapshot,
+                record.action,
+                record.code,
+                record.message or "",
+                self.options,
+            )
+        return await self.solves.run(
+            explain, snapshot, action_id, self.ticker.last_result, self.options
+        )
