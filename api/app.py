@@ -76,6 +76,7 @@ def create_app(
             settings.period_s,
             HeadExplaining(explain_options, settings.head_explain_budget_s),
             tick_solves,
+            settings.db_path if tick_solves.copies else None,
         )
         app.state.explanations = ActionExplanations(
             app.state.store, app.state.ticker, explain_solves, explain_options

@@ -1,14 +1,14 @@
 """What one tick computes away from the API: the decisions, then what the reads show of them.
 
-`solve_tick` is the call the tick loop sends to its worker (api.solver_process): it takes the
-snapshot, returns the `TickResult` and, for every strict_fifo queue whose head the tick left
-blocked, that head's explanation, so that no read request has to solve. Anything else the
+`solve_tick` takes the snapshot, returns the `TickResult` and, for every strict_fifo queue
+whose head the tick left blocked, that head's explanation, so that no read request has to
+solve. In a worker process (api.solver_process) the tick loop calls `solve_from_file`, which
+reads the snapshot itself. Anything else the
 reads show per tick, computed from the same snapshot and result, belongs here too, where it
 runs in the worker beside the solve.
 
-Everything here crosses a process boundary: arguments and answers are pickled, so the
-engine passed in must be a module-level callable (a `functools.partial` of one), not a
-closure.
+The worker's arguments cross a process boundary pickled, so the engine passed in must be a
+module-level callable (a `functools.partial` of one), not a closure.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from api.store.tick_io import SqliteTickIO
 from models.errors import SluiceError
 from models.explanation import Explanation
 from models.result import TickResult
@@ -71,11 +73,39 @@ def solve_tick(tick_fn: TickFn, snapshot: Snapshot, heads: HeadExplaining) -> So
     )
 
 
-def solve_tick_wire(tick_fn: TickFn, snapshot: Snapshot, heads: HeadExplaining) -> str:
-    """`solve_tick` for a worker process: the answer as JSON, which the API process decodes
-    in a fifth of the time unpickling the same models takes (measured on M: 0.14 s against
-    0.66 s, docs/benchmarks.md#service), and that time is the API's GIL."""
-    return solve_tick(tick_fn, snapshot, heads).model_dump_json()
+# This worker process's readers of the store's file, one per file: each keeps its parsed
+# actions between ticks, so a tick parses only the actions submitted since the last.
+_READERS: dict[str, SqliteTickIO] = {}
+
+
+class WorkerTick(BaseModel):
+    """What the worker sends back: the solved tick, the store generation its snapshot was
+    read at, and the rows it could not read (for the server to fail: it is the writer)."""
+
+    solved: SolvedTick
+    generation: int
+    unreadable: dict[str, str]
+    read_s: float
+
+
+def solve_from_file(path: str, now: datetime, tick_fn: TickFn, heads: HeadExplaining) -> str:
+    """`solve_tick` in the worker, on a snapshot it reads itself from the store's file
+    (through connections that never write), as JSON.
+
+    The server then pays neither for reading the snapshot nor for sending it (both measured
+    in the hundreds of milliseconds of its GIL at 10,000 queued), and JSON decodes in a fifth
+    of the time unpickling the same models takes (docs/benchmarks.md#service)."""
+    started = time.perf_counter()
+    reader = _READERS.get(path)
+    if reader is None:
+        reader = _READERS[path] = SqliteTickIO(path, reader_only=True)
+    planned, unreadable = reader.read_tick_input_unchecked(now)
+    read_s = time.perf_counter() - started
+    solved = solve_tick(tick_fn, planned.snapshot, heads)
+    answer = WorkerTick(
+        solved=solved, generation=planned.generation, unreadable=unreadable, read_s=read_s
+    )
+    return answer.model_dump_json()
 
 
 def explain_blocked_heads(

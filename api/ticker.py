@@ -1,10 +1,10 @@
 """The tick loop: snapshot, solve, write back, on a fixed period, never overlapping.
 
-The loop runs as one asyncio task in the app's lifespan. The store's parts of a tick
-(reading the snapshot, the write-back transaction) run in threads of this process, which
-stays the store's only writer; the CPU-bound part (the solve and the blocked heads'
-explanations, api.tick_work) runs in the worker of api.solver_process, so neither the
-event loop nor the request threads wait on it. A tick whose snapshot the store has moved
+The loop runs as one asyncio task in the app's lifespan. The tick's writes (before the
+snapshot, and the write-back transaction) run in threads of this process, which stays the
+store's only writer; the CPU-bound part (reading the snapshot, the solve and the blocked
+heads' explanations, api.tick_work) runs in the worker of api.solver_process, so neither
+the event loop nor the request threads wait on it. A tick whose snapshot the store has moved
 past is refused at write-back (api.store.records.SnapshotOvertaken): it is counted, not a
 failure, and the next tick re-plans. A worker that dies or overruns fails its tick, and
 the next tick runs in a new worker.
@@ -19,10 +19,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from api.solver_process import Solves, ThreadSolves
-from api.store.records import AppliedTick, SnapshotOvertaken, Store, TickInput
-from api.tick_work import HeadExplaining, SolvedTick, TickFn, solve_tick, solve_tick_wire
+from api.store.records import AppliedTick, SnapshotOvertaken, Store
+from api.tick_work import (
+    HeadExplaining,
+    SolvedTick,
+    TickFn,
+    WorkerTick,
+    solve_from_file,
+    solve_tick,
+)
 from models.explanation import Explanation
 from models.result import TickResult, WaitingAction
 
@@ -58,12 +66,16 @@ class TickLoop:
         period_s: float,
         heads: HeadExplaining,
         solves: Solves | None = None,
+        snapshot_file: Path | None = None,
     ) -> None:
+        """`snapshot_file`: the store's file, which `solves` (a worker process) reads each
+        tick's snapshot from itself; None: the snapshot is read here."""
         self.store = store
         self.tick_fn = tick_fn
         self.period_s = period_s
         self.heads = heads
         self.solves = solves or ThreadSolves()
+        self.snapshot_file = snapshot_file
         self.stats = TickStats()
         self.last_result: TickResult | None = None
         self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
@@ -171,34 +183,35 @@ class TickLoop:
         self.store.stop_idle_environments(now)
         self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
 
-    def _read(self) -> TickInput:
-        self._before_snapshot()
-        return self.store.read_tick_input(datetime.now(UTC))
-
     async def _tick(self) -> tuple[SolvedTick, AppliedTick, dict[str, float]]:
-        """Read in a thread, solve in the worker, write back in a thread.
+        """Solve in the worker, which reads the snapshot itself; or, in thread mode, read and
+        solve in threads here. Either way the write-back runs here, in a thread.
 
-        `handoff` is the worker call's time beyond its solve and explanations: sending the
-        snapshot and bringing the answer back (nearly nothing in thread mode). The snapshot
-        goes pickled, the answer as JSON (see `solve_tick_wire`)."""
+        `handoff` is the worker call's time beyond its read, solve and explanations:
+        starting the call and bringing the answer back."""
         clock = time.perf_counter()
-        planned = await asyncio.to_thread(self._read)
-        self.stats.rejected_actions += planned.rejected
-        read = time.perf_counter()
-        if self.solves.copies:
-            wire = await self.solves.run(
-                solve_tick_wire, self.tick_fn, planned.snapshot, self.heads
-            )
-            solved = await asyncio.to_thread(SolvedTick.model_validate_json, wire)
-        else:
+        await asyncio.to_thread(self._before_snapshot)
+        if self.snapshot_file is None:
+            planned = await asyncio.to_thread(self.store.read_tick_input, datetime.now(UTC))
+            read_s = time.perf_counter() - clock
             solved = await self.solves.run(solve_tick, self.tick_fn, planned.snapshot, self.heads)
+            generation, rejected = planned.generation, planned.rejected
+        else:
+            now = datetime.now(UTC)
+            wire = await self.solves.run(
+                solve_from_file, str(self.snapshot_file), now, self.tick_fn, self.heads
+            )
+            answer = await asyncio.to_thread(WorkerTick.model_validate_json, wire)
+            solved, generation, read_s = answer.solved, answer.generation, answer.read_s
+            rejected = await asyncio.to_thread(self.store.fail_unreadable, answer.unreadable, now)
+        self.stats.rejected_actions += rejected
         returned = time.perf_counter()
-        applied = await asyncio.to_thread(self.store.apply_tick, solved.result, planned.generation)
+        applied = await asyncio.to_thread(self.store.apply_tick, solved.result, generation)
         phases = {
-            "snapshot": read - clock,
+            "snapshot": read_s,
             "solve": solved.solve_s,
             "explain": solved.explain_s,
-            "handoff": max(0.0, returned - read - solved.solve_s - solved.explain_s),
+            "handoff": max(0.0, returned - clock - read_s - solved.solve_s - solved.explain_s),
             "write": time.perf_counter() - returned,
         }
         return solved, applied, phases

@@ -133,3 +133,23 @@ def test_a_hung_tick_fails_and_its_worker_is_replaced(tmp_path: Path) -> None:
         health = svc.http.get("/healthz").json()
         assert health["status"] == "ok"
         assert health["worker_pid"] not in (worker, None)
+
+
+@pytest.mark.slow
+def test_the_worker_reads_a_moved_action_again(tmp_path: Path) -> None:
+    """The worker reads each snapshot itself and keeps its parsed actions between ticks; a
+    move (made by the server) changes an action's queue, which the worker must see: issue
+    14's "move waiting actions" applies from the next tick."""
+    with service(tmp_path, tick_worker=TickWorker.PROCESS) as svc:
+        svc.ok("POST", "/queues", {"name": "full", "max_resources": {"cpu": "1"}}, status=201)
+        svc.ok("POST", "/queues", {"name": "open"}, status=201)
+        for action in ("first", "second"):
+            body = {"id": action, "queue": "full", "containers": [{"resources": {"cpu": "1"}}]}
+            svc.ok("POST", "/actions", body, status=201)
+        svc.tick()
+        assert svc.ok("GET", "/actions/second")["state"] == "queued"
+        moved = svc.ok("POST", "/queues/full/move", {"to": "open"})
+        assert moved["ids"] == ["second"]
+        svc.tick()
+        second = svc.ok("GET", "/actions/second")
+        assert (second["queue"], second["state"]) == ("open", "scheduled")
