@@ -79,7 +79,11 @@ def create_app(
             settings.db_path if tick_solves.copies else None,
         )
         app.state.explanations = ActionExplanations(
-            app.state.store, app.state.ticker, explain_solves, explain_options
+            app.state.store,
+            app.state.ticker,
+            explain_solves,
+            explain_options,
+            settings.db_path if explain_solves.copies else None,
         )
         app.state.metrics = ServiceMetrics(
             app.state.store, app.state.ticker, app.state.explanations

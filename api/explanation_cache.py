@@ -6,8 +6,8 @@ decisions for the actions ahead of it (those it admitted are running work by now
 queued action the service has not ticked yet is explained after a tick of its own; a
 failed one against the queues and clusters of now.
 
-The solve runs in the service's explanation worker (api.solver_process) with the service's
-model budget. Its answer is kept until the next tick is written back, so any number of
+The solve runs in the service's explanation worker (api.solver_process), which reads the
+store itself as the tick's worker does, with the service's model budget. Its answer is kept until the next tick is written back, so any number of
 viewers polling one action cost one solve a tick; one solve runs at a time, and a request
 for an action being explained waits for that answer instead of starting another. The cache
 holds at most `size` actions a tick (past that, the oldest is dropped and solved again if
@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from datetime import UTC, datetime
+from pathlib import Path
 
 from api.solver_process import Solves
-from api.store.records import Phase, Store
+from api.store.records import ActionRecord, Phase, Store
+from api.tick_work import explain_failure_from_file, explain_from_file
 from api.ticker import TickLoop
 from models.errors import ErrorCode, FailedPrecondition
 from models.explanation import Explanation
@@ -44,9 +46,13 @@ class ActionExplanations:
         ticker: TickLoop,
         solves: Solves,
         options: TickOptions,
+        snapshot_file: Path | None = None,
         size: int = CACHED_PER_TICK,
     ) -> None:
+        """`snapshot_file`: the store's file, which `solves` (a worker process) reads the store
+        from itself; None: the snapshot is read here."""
         self.store = store
+        self.snapshot_file = snapshot_file
         self.ticker = ticker
         self.solves = solves
         self.options = options
@@ -83,8 +89,11 @@ class ActionExplanations:
                 f"action {action_id} is {record.phase.value}{detail}: explanations cover queued,"
                 " scheduled, running and unschedulable actions"
             )
-        snapshot = await asyncio.to_thread(self.store.read_snapshot, datetime.now(UTC))
+        now = datetime.now(UTC)
         self.solves_run += 1
+        if self.snapshot_file is not None:
+            return await self._solve_in_worker(str(self.snapshot_file), now, record, failed)
+        snapshot = await asyncio.to_thread(self.store.read_snapshot, now)
         if failed:
             return await self.solves.run(
                 explain_failure,
@@ -97,3 +106,25 @@ class ActionExplanations:
         return await self.solves.run(
             explain, snapshot, action_id, self.ticker.last_result, self.options
         )
+
+    async def _solve_in_worker(
+        self, path: str, now: datetime, record: ActionRecord, failed: bool
+    ) -> Explanation:
+        """The worker reads the store itself: the server neither reads nor sends a snapshot."""
+        if failed and record.code is not None:
+            wire = await self.solves.run(
+                explain_failure_from_file,
+                path,
+                now,
+                record.action,
+                record.code,
+                record.message or "",
+                self.options,
+            )
+        else:
+            last = self.ticker.last_result
+            last_json = await asyncio.to_thread(last.model_dump_json) if last else None
+            wire = await self.solves.run(
+                explain_from_file, path, now, record.action.id, last_json, self.options
+            )
+        return Explanation.model_validate_json(wire)

@@ -136,20 +136,26 @@ def test_a_hung_tick_fails_and_its_worker_is_replaced(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_worker_reads_a_moved_action_again(tmp_path: Path) -> None:
-    """The worker reads each snapshot itself and keeps its parsed actions between ticks; a
-    move (made by the server) changes an action's queue, which the worker must see: issue
-    14's "move waiting actions" applies from the next tick."""
+def test_the_workers_read_the_store_themselves_and_see_a_move(tmp_path: Path) -> None:
+    """The tick's and the explanations' workers read the store themselves and keep parsed
+    actions between ticks; a move (made by the server) changes an action's queue, which they
+    must see: issue 14's "move waiting actions" applies from the next tick."""
     with service(tmp_path, tick_worker=TickWorker.PROCESS) as svc:
         svc.ok("POST", "/queues", {"name": "full", "max_resources": {"cpu": "1"}}, status=201)
         svc.ok("POST", "/queues", {"name": "open"}, status=201)
-        for action in ("first", "second"):
-            body = {"id": action, "queue": "full", "containers": [{"resources": {"cpu": "1"}}]}
+        for action, cpu in (("first", "1"), ("second", "1"), ("huge", "2")):
+            body = {"id": action, "queue": "full", "containers": [{"resources": {"cpu": cpu}}]}
             svc.ok("POST", "/actions", body, status=201)
         svc.tick()
-        assert svc.ok("GET", "/actions/second")["state"] == "queued"
+        waits = svc.ok("GET", "/actions/second/explanation")
+        assert (waits["state"], waits["code"]) == ("waiting", "queue_cap")
+        failed = svc.ok("GET", "/actions/huge/explanation")
+        assert (failed["state"], failed["code"]) == ("failed", "INFEASIBLE")
+
         moved = svc.ok("POST", "/queues/full/move", {"to": "open"})
         assert moved["ids"] == ["second"]
         svc.tick()
         second = svc.ok("GET", "/actions/second")
         assert (second["queue"], second["state"]) == ("open", "scheduled")
+        placed = svc.ok("GET", "/actions/second/explanation")
+        assert placed["state"] == "scheduled"
