@@ -7,11 +7,11 @@ queued action the service has not ticked yet is explained after a tick of its ow
 failed one against the queues and clusters of now.
 
 The solve runs in the service's explanation worker (api.solver_process), which reads the
-store itself as the tick's worker does, with the service's model budget. Its answer is kept until the next tick is written back, so any number of
-viewers polling one action cost one solve a tick; one solve runs at a time, and a request
-for an action being explained waits for that answer instead of starting another. The cache
-holds at most `size` actions a tick (past that, the oldest is dropped and solved again if
-asked for).
+store itself as the tick's worker does, with the service's model budget. Its answer is kept
+until the next tick is written back, so any number of viewers polling one action cost one
+solve a tick; one solve runs at a time, and a request for an action being explained waits
+for that answer instead of starting another. The cache holds at most `size` actions a tick
+(past that, the oldest is dropped and solved again if asked for).
 """
 
 from __future__ import annotations

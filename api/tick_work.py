@@ -19,18 +19,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from api.store.tick_io import SqliteTickIO
 from models.errors import ErrorCode, SluiceError
 from models.explanation import Explanation
-from models.result import TickResult
+from models.result import ScheduledAction, TickResult, WaitingAction
 from models.snapshot import Action, Snapshot
 from solver import TickOptions, tick
 from solver.explain.action import explain, explain_failure
 
 TickFn = Callable[[Snapshot], TickResult]
+T = TypeVar("T")
 
 
 def solver_tick(time_limit_s: float, wall_guard_s: float | None = None) -> TickFn:
@@ -85,31 +87,62 @@ def _reader(path: str) -> SqliteTickIO:
     return reader
 
 
-class WorkerTick(BaseModel):
-    """What the worker sends back: the solved tick, the store generation its snapshot was
-    read at, and the rows it could not read (for the server to fail: it is the writer)."""
+# Entries of the answer's long lists per JSON chunk: the server decodes one chunk at a time,
+# and each decode holds its GIL (about 8 ms for 128 waiting actions on a loaded machine).
+CHUNK = 128
+_WAITING: TypeAdapter[list[WaitingAction]] = TypeAdapter(list[WaitingAction])
+_SCHEDULED: TypeAdapter[list[ScheduledAction]] = TypeAdapter(list[ScheduledAction])
 
-    solved: SolvedTick
+
+@dataclass(frozen=True)
+class WorkerTick:
+    """What the worker sends back (pickled, which for bytes is a copy): the solved tick as
+    JSON, its waiting and scheduled actions in chunks of their own; the store generation its
+    snapshot was read at; and the rows it could not read, for the server (the writer) to fail.
+
+    JSON, because the server decodes it in a fifth of the time unpickling the same models
+    takes; in chunks, because one decode of a 10,000-action answer held the server's GIL for
+    0.3-0.7 s, which is what a request arriving then waited (docs/benchmarks.md#service)."""
+
+    solved: bytes  # SolvedTick without its result's waiting and scheduled actions
+    waiting: list[bytes]
+    scheduled: list[bytes]
     generation: int
     unreadable: dict[str, str]
     read_s: float
 
+    def decode(self) -> SolvedTick:
+        """In the server; call it in a thread, so requests run between the chunks."""
+        solved = SolvedTick.model_validate_json(self.solved)
+        waiting = [entry for chunk in self.waiting for entry in _WAITING.validate_json(chunk)]
+        scheduled = [entry for chunk in self.scheduled for entry in _SCHEDULED.validate_json(chunk)]
+        result = solved.result.model_copy(update={"waiting": waiting, "scheduled": scheduled})
+        return solved.model_copy(update={"result": result})
 
-def solve_from_file(path: str, now: datetime, tick_fn: TickFn, heads: HeadExplaining) -> str:
+
+def _chunks(adapter: TypeAdapter[list[T]], entries: list[T]) -> list[bytes]:
+    return [adapter.dump_json(entries[i : i + CHUNK]) for i in range(0, len(entries), CHUNK)]
+
+
+def solve_from_file(path: str, now: datetime, tick_fn: TickFn, heads: HeadExplaining) -> WorkerTick:
     """`solve_tick` in the worker, on a snapshot it reads itself from the store's file
-    (through connections that never write), as JSON.
-
-    The server then pays neither for reading the snapshot nor for sending it (both measured
-    in the hundreds of milliseconds of its GIL at 10,000 queued), and JSON decodes in a fifth
-    of the time unpickling the same models takes (docs/benchmarks.md#service)."""
+    (through connections that never write): the server then pays neither for reading the
+    snapshot nor for sending it (both in the hundreds of milliseconds of its GIL at 10,000
+    queued)."""
     started = time.perf_counter()
     planned, unreadable = _reader(path).read_tick_input_unchecked(now)
     read_s = time.perf_counter() - started
     solved = solve_tick(tick_fn, planned.snapshot, heads)
-    answer = WorkerTick(
-        solved=solved, generation=planned.generation, unreadable=unreadable, read_s=read_s
+    result = solved.result
+    rest = result.model_copy(update={"waiting": [], "scheduled": []})
+    return WorkerTick(
+        solved=solved.model_copy(update={"result": rest}).model_dump_json().encode(),
+        waiting=_chunks(_WAITING, result.waiting),
+        scheduled=_chunks(_SCHEDULED, result.scheduled),
+        generation=planned.generation,
+        unreadable=unreadable,
+        read_s=read_s,
     )
-    return answer.model_dump_json()
 
 
 def explain_from_file(

@@ -27,7 +27,6 @@ from api.tick_work import (
     HeadExplaining,
     SolvedTick,
     TickFn,
-    WorkerTick,
     solve_from_file,
     solve_tick,
 )
@@ -198,11 +197,11 @@ class TickLoop:
             generation, rejected = planned.generation, planned.rejected
         else:
             now = datetime.now(UTC)
-            wire = await self.solves.run(
+            answer = await self.solves.run(
                 solve_from_file, str(self.snapshot_file), now, self.tick_fn, self.heads
             )
-            answer = await asyncio.to_thread(WorkerTick.model_validate_json, wire)
-            solved, generation, read_s = answer.solved, answer.generation, answer.read_s
+            solved = await asyncio.to_thread(answer.decode)
+            generation, read_s = answer.generation, answer.read_s
             rejected = await asyncio.to_thread(self.store.fail_unreadable, answer.unreadable, now)
         self.stats.rejected_actions += rejected
         returned = time.perf_counter()
