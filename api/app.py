@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
@@ -68,6 +69,11 @@ def create_app(
         # Explanations get the service's model budget and no wall-clock guard, so their
         # answers do not depend on the load.
         explain_options = TickOptions(time_limit_s=settings.time_limit_s)
+        # A worker reads an SQLite store's file itself; any other store's snapshot is read
+        # here and sent to it.
+        snapshot_file = (
+            Path(app.state.store.path) if isinstance(app.state.store, SqliteStore) else None
+        )
         tick_solves = start_solves(settings.tick_worker, "tick", settings.timeout_s)
         explain_solves = start_solves(settings.tick_worker, "explanation", settings.timeout_s)
         app.state.ticker = TickLoop(
@@ -76,14 +82,14 @@ def create_app(
             settings.period_s,
             HeadExplaining(explain_options, settings.head_explain_budget_s),
             tick_solves,
-            settings.db_path if tick_solves.copies else None,
+            snapshot_file if tick_solves.copies else None,
         )
         app.state.explanations = ActionExplanations(
             app.state.store,
             app.state.ticker,
             explain_solves,
             explain_options,
-            settings.db_path if explain_solves.copies else None,
+            snapshot_file if explain_solves.copies else None,
         )
         app.state.metrics = ServiceMetrics(
             app.state.store, app.state.ticker, app.state.explanations

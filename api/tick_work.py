@@ -3,9 +3,9 @@
 `solve_tick` takes the snapshot, returns the `TickResult` and, for every strict_fifo queue
 whose head the tick left blocked, that head's explanation, so that no read request has to
 solve. In a worker process (api.solver_process) the tick loop calls `solve_from_file`, which
-reads the snapshot itself. Anything else the
-reads show per tick, computed from the same snapshot and result, belongs here too, where it
-runs in the worker beside the solve.
+reads the snapshot itself. Anything else the reads show per tick, computed from the same
+snapshot and result, belongs in `solve_tick` too, where it runs in the worker beside the
+solve.
 
 The worker's arguments cross a process boundary pickled, so the engine passed in must be a
 module-level callable (a `functools.partial` of one), not a closure.

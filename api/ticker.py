@@ -68,7 +68,8 @@ class TickLoop:
         snapshot_file: Path | None = None,
     ) -> None:
         """`snapshot_file`: the store's file, which `solves` (a worker process) reads each
-        tick's snapshot from itself; None: the snapshot is read here."""
+        tick's snapshot from itself; None: the snapshot is read here (and sent to the worker
+        pickled, for a store without a file)."""
         self.store = store
         self.tick_fn = tick_fn
         self.period_s = period_s
@@ -187,9 +188,9 @@ class TickLoop:
         solve in threads here. Either way the write-back runs here, in a thread.
 
         `handoff` is the worker call's time beyond its read, solve and explanations:
-        starting the call and bringing the answer back."""
-        clock = time.perf_counter()
+        starting the call and decoding the answer (the pre-tick writes are in no phase)."""
         await asyncio.to_thread(self._before_snapshot)
+        clock = time.perf_counter()
         if self.snapshot_file is None:
             planned = await asyncio.to_thread(self.store.read_tick_input, datetime.now(UTC))
             read_s = time.perf_counter() - clock
