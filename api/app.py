@@ -74,8 +74,12 @@ def create_app(
         snapshot_file = (
             Path(app.state.store.path) if isinstance(app.state.store, SqliteStore) else None
         )
-        tick_solves = start_solves(settings.tick_worker, "tick", settings.timeout_s)
-        explain_solves = start_solves(settings.tick_worker, "explanation", settings.timeout_s)
+        timeout_s = settings.timeout_s
+        tick_solves = start_solves(settings.tick_worker, "tick", timeout_s, start_now=True)
+        # Spawned at the first request for an explanation: most servers never get one.
+        explain_solves = start_solves(
+            settings.tick_worker, "explanation", timeout_s, start_now=False
+        )
         app.state.ticker = TickLoop(
             app.state.store,
             tick_fn or solver_tick(settings.time_limit_s, settings.wall_guard_s),

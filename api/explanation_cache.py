@@ -65,20 +65,28 @@ class ActionExplanations:
     async def get(self, action_id: str) -> Explanation:
         """The action's explanation as of the last tick; errors (unknown action, finished
         action) are raised, never cached."""
+        cached = self._current(action_id)
+        if cached is not None:  # no wait behind another action's solve
+            return cached
         async with self._one_at_a_time:
-            tick = self.ticker.stats.ticks
-            if tick != self._tick:
-                self._tick = tick
-                self._cached.clear()
-            cached = self._cached.get(action_id)
+            cached = self._current(action_id)  # solved while this request waited
             if cached is not None:
                 return cached
+            tick = self._tick
             explanation = await self._solve(action_id)
             if self.ticker.stats.ticks == tick:  # not already superseded by a newer tick
                 self._cached[action_id] = explanation
                 if len(self._cached) > self.size:
                     self._cached.popitem(last=False)
             return explanation
+
+    def _current(self, action_id: str) -> Explanation | None:
+        """The answer kept for this tick, if any; a new tick drops the last one's. Called on
+        the event loop only, so the cache needs no lock of its own."""
+        if self.ticker.stats.ticks != self._tick:
+            self._tick = self.ticker.stats.ticks
+            self._cached.clear()
+        return self._cached.get(action_id)
 
     async def _solve(self, action_id: str) -> Explanation:
         record = await asyncio.to_thread(self.store.get_action, action_id)

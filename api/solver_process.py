@@ -62,13 +62,15 @@ class ProcessSolves:
 
     copies = True
 
-    def __init__(self, name: str, timeout_s: float) -> None:
+    def __init__(self, name: str, timeout_s: float, *, start_now: bool) -> None:
+        """`start_now`: spawn the worker at once, so the first call does not also pay for
+        its imports (seconds: the solver's); otherwise at the first call."""
         self.name = name
         self.timeout_s = timeout_s
         self.replaced = 0
         self._pool = ProcessPool(max_workers=1, context=multiprocessing.get_context("spawn"))
-        # Start the worker now, so the first tick does not also pay for its imports.
-        self._pool.schedule(os.getpid)
+        if start_now:
+            self._pool.schedule(os.getpid)
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         future = self._pool.schedule(fn, args=args, timeout=self.timeout_s)
@@ -92,7 +94,7 @@ class ProcessSolves:
         self._pool.join(timeout=10)
 
 
-def start_solves(kind: TickWorker, name: str, timeout_s: float) -> Solves:
+def start_solves(kind: TickWorker, name: str, timeout_s: float, *, start_now: bool) -> Solves:
     if kind is TickWorker.PROCESS:
-        return ProcessSolves(name, timeout_s)
+        return ProcessSolves(name, timeout_s, start_now=start_now)
     return ThreadSolves()
