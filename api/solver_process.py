@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import os
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol, TypeVar
@@ -62,15 +61,12 @@ class ProcessSolves:
 
     copies = True
 
-    def __init__(self, name: str, timeout_s: float, *, start_now: bool) -> None:
-        """`start_now`: spawn the worker at once, so the first call does not also pay for
-        its imports (seconds: the solver's); otherwise at the first call."""
+    def __init__(self, name: str, timeout_s: float) -> None:
+        """The worker is spawned at the first call."""
         self.name = name
         self.timeout_s = timeout_s
         self.replaced = 0
         self._pool = ProcessPool(max_workers=1, context=multiprocessing.get_context("spawn"))
-        if start_now:
-            self._pool.schedule(os.getpid)
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         future = self._pool.schedule(fn, args=args, timeout=self.timeout_s)
@@ -94,7 +90,7 @@ class ProcessSolves:
         self._pool.join(timeout=10)
 
 
-def start_solves(kind: TickWorker, name: str, timeout_s: float, *, start_now: bool) -> Solves:
+def start_solves(kind: TickWorker, name: str, timeout_s: float) -> Solves:
     if kind is TickWorker.PROCESS:
-        return ProcessSolves(name, timeout_s, start_now=start_now)
+        return ProcessSolves(name, timeout_s)
     return ThreadSolves()

@@ -61,6 +61,12 @@ class SolvedTick(BaseModel):
     worker_pid: int = 0  # the process that solved it (the server's own in thread mode)
 
 
+def worker_ready() -> int:
+    """A first call for a new worker: unpickling it imports this module and so the solver
+    (seconds), which the worker then has before its first tick."""
+    return os.getpid()
+
+
 def solve_tick(tick_fn: TickFn, snapshot: Snapshot, heads: HeadExplaining) -> SolvedTick:
     started = time.perf_counter()
     result = tick_fn(snapshot)
