@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
@@ -16,6 +17,7 @@ from api.cleanup import Cleanup
 from api.config import ServiceSettings
 from api.deps import reject_unknown_query
 from api.errors import document_errors, install_error_handlers
+from api.explanation_cache import ActionExplanations
 from api.guard import OPEN_PATHS, RequestGuard
 from api.metrics import ServiceMetrics
 from api.routes import (
@@ -32,10 +34,13 @@ from api.routes import (
     watch,
 )
 from api.routes import settings as org_settings
+from api.solver_process import WorkerLost, start_solves
 from api.store.records import Retention, Store
 from api.store.sqlite import SqliteStore
-from api.ticker import TickFn, TickLoop, service_forecast, solver_tick
+from api.tick_work import HeadExplaining, TickFn, service_forecast, solver_tick, worker_ready
+from api.ticker import TickLoop
 from api.web import routes as web
+from solver import TickOptions
 
 log = logging.getLogger("sluice.api")
 
@@ -62,14 +67,43 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.store = store or await asyncio.to_thread(SqliteStore, settings.db_path)
+        # Explanations get the service's model budget and no wall-clock guard, so their
+        # answers do not depend on the load.
+        explain_options = TickOptions(time_limit_s=settings.time_limit_s)
+        # A worker reads an SQLite store's file itself; any other store's snapshot is read
+        # here and sent to it.
+        snapshot_file = (
+            Path(app.state.store.path) if isinstance(app.state.store, SqliteStore) else None
+        )
+        tick_solves = start_solves(settings.tick_worker, "tick", settings.timeout_s)
+        # Ready before the server is: the worker's imports do not compete with the first
+        # requests. The explanation worker starts at the first request for an explanation
+        # (most servers never get one).
+        try:
+            await tick_solves.run(worker_ready)
+        except WorkerLost as error:  # the first tick tries again, in a new worker
+            log.warning("the tick worker did not start: %s", error.message)
+        explain_solves = start_solves(settings.tick_worker, "explanation", settings.timeout_s)
         app.state.ticker = TickLoop(
             app.state.store,
             tick_fn or solver_tick(settings.time_limit_s, settings.wall_guard_s),
             settings.period_s,
+            HeadExplaining(explain_options, settings.head_explain_budget_s),
+            tick_solves,
+            snapshot_file if tick_solves.copies else None,
             # A replaced engine's results need not be the engine's, so nothing to replay.
             None if tick_fn else service_forecast(settings.period_s, settings.time_limit_s),
         )
-        app.state.metrics = ServiceMetrics(app.state.store, app.state.ticker)
+        app.state.explanations = ActionExplanations(
+            app.state.store,
+            app.state.ticker,
+            explain_solves,
+            explain_options,
+            snapshot_file if explain_solves.copies else None,
+        )
+        app.state.metrics = ServiceMetrics(
+            app.state.store, app.state.ticker, app.state.explanations
+        )
         retention = Retention(settings.retain_finished_for, settings.retain_finished)
         cleanup = Cleanup(app.state.store, retention, settings.retention_check_s)
         stoppable = (app.state.ticker, cleanup)  # they finish what they write, then end
@@ -88,10 +122,11 @@ def create_app(
         else:
             log.info("auth: bearer tokens from %s", settings.auth_file)
         log.info(
-            "tick service on %s: a tick every %.2f s, solver limit %.2f s%s",
+            "tick service on %s: a tick every %.2f s, solver limit %.2f s, solving in a %s%s",
             settings.db_path,
             settings.period_s,
             settings.time_limit_s,
+            settings.tick_worker.value,
             ", demo executor running" if settings.demo else "",
         )
         try:
@@ -104,6 +139,8 @@ def create_app(
             for task in background:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            tick_solves.close()
+            explain_solves.close()
             if store is None:
                 app.state.store.close()
 
@@ -125,7 +162,15 @@ def create_app(
     install_error_handlers(app)
     document_errors(app, OPEN_PATHS)
     routers = (
-        queues, actions, clusters, org_settings, environments, watch, ops, explanations, triggers
+        queues,
+        actions,
+        clusters,
+        org_settings,
+        environments,
+        watch,
+        ops,
+        explanations,
+        triggers,
     )
     for module in routers:
         app.include_router(module.router)

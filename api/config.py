@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+
+class TickWorker(StrEnum):
+    """Where the service solves (api.solver_process)."""
+
+    PROCESS = "process"  # a spawned worker process: the default of `sluice serve`
+    THREAD = "thread"  # a thread of the server, for tests whose stand-in engine is a closure
 
 
 class ServiceSettings(BaseModel):
@@ -23,6 +31,18 @@ class ServiceSettings(BaseModel):
         description="Wall-clock seconds after which a tick starts no further model check, so"
         " a loaded machine still keeps the period; by default twice the time limit. A tick it"
         " cuts says so in solver.wall_guard_hit (its answer then depends on the load).",
+    )
+    tick_worker: TickWorker = Field(
+        default=TickWorker.PROCESS,
+        description="Where ticks and explanations solve: process (a worker process, so"
+        " requests never wait on the solver) or thread (in the server process, as tests with"
+        " a stand-in engine need).",
+    )
+    tick_timeout_s: PositiveFloat | None = Field(
+        default=None,
+        description="Wall-clock seconds after which a tick's worker call counts as hung: the"
+        " tick fails and the worker is replaced; by default ten periods, at least 30 s"
+        " (process worker only: a thread cannot be stopped).",
     )
     auth_file: Path | None = None  # None: the server runs open (every caller is admin)
     max_body_bytes: PositiveInt = Field(
@@ -61,3 +81,13 @@ class ServiceSettings(BaseModel):
     @property
     def wall_guard_s(self) -> float:
         return self.tick_wall_guard_s or 2 * self.time_limit_s
+
+    @property
+    def timeout_s(self) -> float:
+        return self.tick_timeout_s or max(30.0, 10 * self.period_s)
+
+    @property
+    def head_explain_budget_s(self) -> float:
+        """Wall time a tick may spend explaining blocked heads after its solve: half the
+        model budget, so solve and explanations together stay within the period."""
+        return 0.5 * self.time_limit_s

@@ -42,6 +42,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from api.explanation_cache import ActionExplanations
 from api.schemas.job_queues import JobQueuePublic
 from api.schemas.queues import QueuePublic
 from api.store.records import Store
@@ -69,6 +70,12 @@ TICK_COUNTERS = (
         "Actions failed INFEASIBLE because a value of theirs is beyond what the engine can hold"
         " or their stored row no longer validates (each is logged; process counter).",
         "rejected_actions",
+    ),
+    (
+        "sluice_tick_workers_replaced",
+        "Tick workers that died or overran their bound and were replaced; each failed its"
+        " tick (process counter).",
+        "workers_replaced",
     ),
     (
         "sluice_tick_wall_guard_hits",
@@ -338,9 +345,10 @@ def _quota_metrics(
 class SluiceCollector(Collector):
     """Everything read at scrape time: the store's state and counts, the tick loop's stats."""
 
-    def __init__(self, store: Store, ticker: TickLoop) -> None:
+    def __init__(self, store: Store, ticker: TickLoop, explanations: ActionExplanations) -> None:
         self.store = store
         self.ticker = ticker
+        self.explanations = explanations
 
     def collect(self) -> Iterator[Metric]:
         info = InfoMetricFamily("sluice_build", "The running Sluice.")
@@ -349,6 +357,12 @@ class SluiceCollector(Collector):
         yield from _queue_metrics(queue_views(self.store, self.ticker))
         yield from _action_metrics(self.store)
         yield from tick_metric_families(self.ticker.stats)
+        yield CounterMetricFamily(
+            "sluice_explanation_solves",
+            "Explanation solves run for GET /actions/{id}/explanation: at most one per action"
+            " per tick (blocked heads are explained by the tick itself; process counter).",
+            self.explanations.solves_run,
+        )
         yield from _quota_metrics(
             job_queue_views(self.store, self.ticker), self.store.preemption_totals()
         )
@@ -359,9 +373,9 @@ class ServiceMetrics:
     and Python collectors of prometheus_client. One per app, so apps in one process (tests)
     never share a metric."""
 
-    def __init__(self, store: Store, ticker: TickLoop) -> None:
+    def __init__(self, store: Store, ticker: TickLoop, explanations: ActionExplanations) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(SluiceCollector(store, ticker))
+        self.registry.register(SluiceCollector(store, ticker, explanations))
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)

@@ -1,10 +1,13 @@
 """The tick loop: snapshot, solve, write back, on a fixed period, never overlapping.
 
-The loop runs as one asyncio task in the app's lifespan. Each tick's blocking
-work (reading the snapshot, the CPU-bound solve, the write-back transaction)
-runs in one worker thread, so the event loop keeps serving requests. A tick whose
-snapshot the store has moved past is refused at write-back (api.store.records.
-SnapshotOvertaken): it is counted, not a failure, and the next tick re-plans.
+The loop runs as one asyncio task in the app's lifespan. The tick's writes (before the
+snapshot, and the write-back transaction) run in threads of this process, which stays the
+store's only writer; the CPU-bound part (reading the snapshot, the solve and the blocked
+heads' explanations, api.tick_work) runs in the worker of api.solver_process, so neither
+the event loop nor the request threads wait on it. A tick whose snapshot the store has moved
+past is refused at write-back (api.store.records.SnapshotOvertaken): it is counted, not a
+failure, and the next tick re-plans. A worker that dies or overruns fails its tick, and
+the next tick runs in a new worker.
 """
 
 from __future__ import annotations
@@ -16,52 +19,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from api.solver_process import Solves, ThreadSolves
 from api.store.records import AppliedTick, SnapshotOvertaken, Store
+from api.tick_work import (
+    ForecastFn,
+    Forecasting,
+    HeadExplaining,
+    SolvedTick,
+    TickFn,
+    solve_from_file,
+    solve_tick,
+)
+from models.explanation import Explanation
 from models.forecast import LearnedDurations, StartForecast
 from models.result import TickResult, WaitingAction
-from models.snapshot import Snapshot
-from solver import TickOptions, tick
-from solver.replay.forecast import ForecastBudget, forecast
 
 log = logging.getLogger("sluice.tick")
-
-TickFn = Callable[[Snapshot], TickResult]
-ForecastFn = Callable[[Snapshot, TickResult, LearnedDurations], dict[str, StartForecast]]
-"""After a tick: its snapshot, its result and the learned run times -> forecasts by action."""
-
-
-def solver_tick(time_limit_s: float, wall_guard_s: float | None = None) -> TickFn:
-    """The real engine, with the service's time limit and wall-clock guard."""
-    options = TickOptions(time_limit_s=time_limit_s, wall_guard_s=wall_guard_s)
-    return lambda snapshot: tick(snapshot, options)
-
-
-FORECAST_GRID_S = 60.0
-"""The least time between a forecast's simulated ticks: estimates to the minute, so its
-ticks reach hours ahead rather than a few periods of a fast service."""
-
-
-def service_forecast(period_s: float, time_limit_s: float) -> ForecastFn:
-    """Forecasts whose simulated ticks share one tick's counted model-check limit, so
-    forecasting costs about one more tick (solver.replay.forecast)."""
-    ticks = ForecastBudget().ticks
-    budget = ForecastBudget(
-        period_s=max(period_s, FORECAST_GRID_S),
-        tick=TickOptions(time_limit_s=time_limit_s / ticks),
-    )
-    return lambda snapshot, result, learned: forecast(snapshot, result, learned, budget)
-
-
-@dataclass(frozen=True)
-class _Ticked:
-    """What one tick's blocking part hands back to the loop."""
-
-    result: TickResult
-    applied: AppliedTick
-    phases: dict[str, float]
-    rejected: int
-    forecasts: dict[str, StartForecast]
 
 
 @dataclass
@@ -75,6 +50,8 @@ class TickStats:
     rejected_actions: int = 0
     skipped_pools: int = 0
     wall_guard_hits: int = 0  # ticks whose model checks the service's wall-clock guard cut
+    workers_replaced: int = 0  # tick workers that died or overran, and were replaced
+    worker_pid: int | None = None  # the process that solved the last tick
     last_duration_s: float = 0.0  # snapshot + solve + write-back of the last tick
     last_finished_at: datetime | None = None
     last_error: str | None = None
@@ -89,21 +66,33 @@ class TickLoop:
         store: Store,
         tick_fn: TickFn,
         period_s: float,
+        heads: HeadExplaining,
+        solves: Solves | None = None,
+        snapshot_file: Path | None = None,
         forecast_fn: ForecastFn | None = None,
     ) -> None:
+        """`snapshot_file`: the store's file, which `solves` (a worker process) reads each
+        tick's snapshot from itself; None: the snapshot is read here (and sent to the worker
+        pickled, for a store without a file). `forecast_fn`: start forecasts of the waiting
+        actions, made beside the solve (api.tick_work); None: no forecasts."""
         self.store = store
         self.tick_fn = tick_fn
         self.forecast_fn = forecast_fn
         self.period_s = period_s
+        self.heads = heads
+        self.solves = solves or ThreadSolves()
+        self.snapshot_file = snapshot_file
         self.stats = TickStats()
         self.last_result: TickResult | None = None
         self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
+        # The last tick's explanations of blocked strict_fifo heads, by queue name.
+        self.head_explanations: dict[str, Explanation] = {}
+        self.forecasts: dict[str, StartForecast] = {}  # the last tick's, by waiting action id
         # Scheduled or running actions the last tick failed at their deadline, by queue (the
         # watch streams tell their executors to stop them); ids expired by a tick that was
         # not written back wait for the next one that is.
         self.deadline_exceeded: dict[str, list[str]] = {}
         self._expired: dict[str, list[str]] = {}
-        self.forecasts: dict[str, StartForecast] = {}  # the last tick's, by waiting action id
         # Called with the stats after each written-back tick (api.metrics' histogram).
         self.on_tick: list[Callable[[TickStats], None]] = []
         self._ticked = asyncio.Condition()
@@ -139,7 +128,7 @@ class TickLoop:
         async with self._one_at_a_time:
             started = time.perf_counter()
             try:
-                ticked = await asyncio.to_thread(self._tick_blocking)
+                solved, applied, phases = await self._tick()
             except SnapshotOvertaken as error:
                 self.stats.overtaken += 1
                 log.info(  # expected after a change
@@ -148,28 +137,33 @@ class TickLoop:
                 return None
             except Exception as error:  # a bug in one tick must not stop the service
                 self.stats.failures += 1
+                self.stats.workers_replaced = self.solves.replaced
                 self.stats.last_error = f"{type(error).__name__}: {error}"
                 log.exception(
                     "tick failed; retrying next period", extra={"tick": self.stats.ticks + 1}
                 )
                 return None
-            self.stats.rejected_actions += ticked.rejected
-            return await self._record(ticked, started)
+            return await self._record(solved, applied, phases, started)
 
-    async def _record(self, ticked: _Ticked, started: float) -> TickResult:
+    async def _record(
+        self, solved: SolvedTick, applied: AppliedTick, phases: dict[str, float], started: float
+    ) -> TickResult:
         """Keep a written-back tick for metrics and watchers, and wake the watchers."""
-        result, applied = ticked.result, ticked.applied
+        result = solved.result
         self.stats.rejected_actions += result.solver.rejected_actions
         self.stats.skipped_pools = result.solver.skipped_pools
         self.stats.wall_guard_hits += result.solver.wall_guard_hit
         self.stats.last_duration_s = time.perf_counter() - started
-        self.stats.phases_s = ticked.phases
+        self.stats.phases_s = phases
         self.stats.last_finished_at = datetime.now(UTC)
         self.stats.last_error = None
+        self.stats.worker_pid = solved.worker_pid
+        self.stats.workers_replaced = self.solves.replaced
         self.last_result = result
         self.waiting = {entry.action: entry for entry in result.waiting}
+        self.head_explanations = solved.head_explanations
+        self.forecasts = solved.forecasts
         self.deadline_exceeded, self._expired = self._expired, {}
-        self.forecasts = ticked.forecasts
         async with self._ticked:
             self.stats.ticks += 1
             self._ticked.notify_all()
@@ -205,31 +199,49 @@ class TickLoop:
         self.store.stop_idle_environments(now)
         self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
 
-    def _tick_blocking(self) -> _Ticked:
-        self._before_snapshot()
-        clock = time.perf_counter()
-        planned = self.store.read_tick_input(datetime.now(UTC))
-        read_s = time.perf_counter() - clock
-        result = self.tick_fn(planned.snapshot)
-        solve_s = time.perf_counter() - clock - read_s
-        applied = self.store.apply_tick(result, planned.generation)
-        write_s = time.perf_counter() - clock - read_s - solve_s
-        forecasts = self._forecast(planned.snapshot, result)
-        forecast_s = time.perf_counter() - clock - read_s - solve_s - write_s
-        phases = {"snapshot": read_s, "solve": solve_s, "write": write_s, "forecast": forecast_s}
-        return _Ticked(result, applied, phases, planned.rejected, forecasts)
+    async def _tick(self) -> tuple[SolvedTick, AppliedTick, dict[str, float]]:
+        """Solve in the worker, which reads the snapshot itself; or, in thread mode, read and
+        solve in threads here. Either way the write-back runs here, in a thread.
 
-    def _forecast(self, snapshot: Snapshot, result: TickResult) -> dict[str, StartForecast]:
-        """Once per tick, after its write-back: when each waiting action should start. A
-        failure here leaves the tick's decisions standing and the actions without forecasts."""
-        if self.forecast_fn is None or not result.waiting:
-            return {}
-        try:
-            learned = LearnedDurations.learn(self.store.finished_runs())
-            return self.forecast_fn(snapshot, result, learned)
-        except Exception:  # a bug in a forecast must not undo or stop the ticks
-            log.exception("forecast failed; waiting actions show none this tick")
-            return {}
+        `handoff` is the worker call's time beyond its read, solve and explanations:
+        starting the call and decoding the answer (the pre-tick writes are in no phase)."""
+        await asyncio.to_thread(self._before_snapshot)
+        forecasting = await asyncio.to_thread(self._forecasting)
+        clock = time.perf_counter()
+        if self.snapshot_file is None:
+            planned = await asyncio.to_thread(self.store.read_tick_input, datetime.now(UTC))
+            read_s = time.perf_counter() - clock
+            solved = await self.solves.run(
+                solve_tick, self.tick_fn, planned.snapshot, self.heads, forecasting
+            )
+            generation, rejected = planned.generation, planned.rejected
+        else:
+            now = datetime.now(UTC)
+            answer = await self.solves.run(
+                solve_from_file, str(self.snapshot_file), now, self.tick_fn, self.heads, forecasting
+            )
+            solved = await asyncio.to_thread(answer.decode)
+            generation, read_s = answer.generation, answer.read_s
+            rejected = await asyncio.to_thread(self.store.fail_unreadable, answer.unreadable, now)
+        self.stats.rejected_actions += rejected
+        returned = time.perf_counter()
+        applied = await asyncio.to_thread(self.store.apply_tick, solved.result, generation)
+        phases = {
+            "snapshot": read_s,
+            "solve": solved.solve_s,
+            "explain": solved.explain_s,
+            "forecast": solved.forecast_s,
+            "handoff": max(0.0, returned - clock - read_s - solved.worker_s),
+            "write": time.perf_counter() - returned,
+        }
+        return solved, applied, phases
+
+    def _forecasting(self) -> Forecasting | None:
+        """What this tick's forecasts need besides its snapshot and result: the run times
+        learned from finished work, read here, where the store is."""
+        if self.forecast_fn is None:
+            return None
+        return Forecasting(self.forecast_fn, LearnedDurations.learn(self.store.finished_runs()))
 
     async def wait_for_tick(self, after: int) -> int:
         """Wait until more than `after` ticks have completed; return the count."""

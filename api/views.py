@@ -22,8 +22,14 @@ def queue_views(
 
 
 def queue_view(store: Store, ticker: TickLoop, name: str) -> QueuePublic:
+    """One queue; a blocked strict_fifo head comes with the explanation its tick computed,
+    if the head is still the one it explained."""
     record = store.get_queue(name)
-    return _view(record, store.queue_counts(name), ticker)
+    view = _view(record, store.queue_counts(name), ticker)
+    explanation = ticker.head_explanations.get(name)
+    if view.head_blocked and explanation and explanation.action == view.head_action:
+        return view.model_copy(update={"head_explanation": explanation})
+    return view
 
 
 def _view(record: QueueRecord, counts: dict[str, QueueCounts], ticker: TickLoop) -> QueuePublic:

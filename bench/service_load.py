@@ -1,26 +1,34 @@
-"""Load on a real `sluice serve`: durable submissions per second, and the tick time with
-10,000 actions queued.
+"""Load on a real `sluice serve`: durable submissions per second, the tick time, and GET
+latency during ticks against between them, with 10,000 actions queued.
 
-    .venv/bin/python -m bench.service_load [--seconds 10] [--concurrency 32] [--queued 10000]
+    .venv/bin/python -m bench.service_load [--seconds 10] [--concurrency 8] [--queued 10000]
+        [--tick-worker thread --tick-worker process] [--sluice PATH]
 
 It starts its own server on a loopback port with a fresh SQLite file (WAL,
-synchronous=FULL), so every acknowledged submission has been fsynced.
+synchronous=FULL), so every acknowledged submission has been fsynced. Each --tick-worker
+(by default: thread, then process) gets a server of its own in the same run, so the two
+are measured side by side; `default` passes no flag (a build from before the option, given
+with --sluice).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -28,6 +36,15 @@ import httpx
 from fixtures.service_fleets import EAST_LOAD, LOAD_QUEUES
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
+# A strict_fifo queue of the fill whose head waits: before the tick explained blocked heads,
+# every GET of it solved.
+POLLED = "/queues/gang"
+
+
+@dataclass(frozen=True)
+class Server:
+    sluice: str  # the `sluice` executable
+    tick_worker: str  # its --tick-worker, or "default" for none
 
 
 def _free_port() -> int:
@@ -36,10 +53,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _start(db: Path, period_s: float) -> tuple[subprocess.Popen[bytes], str]:
+def _start(db: Path, period_s: float, server: Server) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
+    command = [server.sluice, "serve", "--db", str(db), "--port", str(port)]
+    if server.tick_worker != "default":
+        command += ["--tick-worker", server.tick_worker]
     process = subprocess.Popen(
-        [SLUICE, "serve", "--db", str(db), "--port", str(port), "--period", str(period_s)],
+        [*command, "--period", str(period_s)],
         stdout=subprocess.DEVNULL,
         stderr=(db.parent / "server.log").open("wb"),
     )
@@ -123,33 +143,98 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--queued", type=int, default=10_000)
     parser.add_argument("--period", type=float, default=2.0)
+    parser.add_argument(
+        "--tick-worker",
+        action="append",
+        choices=["thread", "process", "default"],
+        help="repeatable; default: thread, then process",
+    )
+    parser.add_argument("--sluice", default=SLUICE, help="the server's `sluice` executable")
     args = parser.parse_args()
+    for worker in args.tick_worker or ["thread", "process"]:
+        print(f"--tick-worker {worker}:")
+        _measure(Server(args.sluice, worker), args)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        with _server(Path(tmp) / "load.db", args.period) as (url, pid):
-            cpu_before = _cpu_seconds(pid)
-            rate = asyncio.run(_submissions_per_second(url, args.seconds, args.concurrency))
-            server_ms = 1000 * (_cpu_seconds(pid) - cpu_before) / (rate * args.seconds)
-        print(
-            f"durable submissions: {rate:,.0f}/s sustained over {args.seconds:g} s"
-            f" ({args.concurrency} concurrent callers, one action per POST, ticks running,"
-            f" SQLite WAL + synchronous=FULL, {os.cpu_count()} cores shared with the load);"
-            f" server CPU per submission {server_ms:.2f} ms"
-        )
-        with _server(Path(tmp) / "tick.db", args.period) as (url, _):
-            started = time.perf_counter()
-            _fill(url, args.queued)
-            filled = time.perf_counter() - started
-            print(f"batch submissions: {args.queued / filled:,.0f}/s (batches of 1,000)")
-            samples = _next_ticks(url, 5)
-            waiting = sum(q["waiting"] for q in httpx.get(f"{url}/queues").json())
+
+def _measure(server: Server, args: argparse.Namespace) -> None:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        _server(Path(tmp) / "tick.db", args.period, server) as (url, pid),
+    ):
+        started = time.perf_counter()
+        _fill(url, args.queued)
+        filled = time.perf_counter() - started
+        print(f"  batch submissions: {args.queued / filled:,.0f}/s (batches of 1,000)")
+        samples = _next_ticks(url, 5)
+        waiting = sum(q["waiting"] for q in httpx.get(f"{url}/queues").json())
         steady = samples[1:]  # the first may still be deciding the fill itself
         mean = {key: sum(s[key] for s in steady) / len(steady) for key in steady[0]}
         phases = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in mean.items() if k != "total")
         print(
-            f"tick with {waiting:,} of {args.queued:,} actions still waiting:"
+            f"  tick with {waiting:,} of {args.queued:,} actions still waiting:"
             f" {mean['total'] * 1000:.0f} ms ({phases}), mean of {len(steady)} ticks"
         )
+        during, outside = asyncio.run(_get_latencies(url, args.seconds))
+        p99_during, p99_outside = _p99(during), _p99(outside)
+        print(
+            f"  GET {POLLED} (blocked strict_fifo head), one caller, {args.seconds:g} s:"
+            f" p99 {p99_during * 1000:.0f} ms during ticks ({len(during)} requests),"
+            f" {p99_outside * 1000:.0f} ms outside ({len(outside)});"
+            f" ratio {p99_during / p99_outside:.2f}x"
+        )
+        cpu_before = _cpu_seconds(pid)
+        rate = asyncio.run(_submissions_per_second(url, args.seconds, args.concurrency))
+        server_ms = 1000 * (_cpu_seconds(pid) - cpu_before) / (rate * args.seconds)
+        print(
+            f"  durable submissions with {waiting:,} queued: {rate:,.0f}/s sustained over"
+            f" {args.seconds:g} s ({args.concurrency} concurrent callers, one action per"
+            f" POST, ticks running, SQLite WAL + synchronous=FULL, {os.cpu_count()} cores"
+            f" shared with the load); API process CPU per submission {server_ms:.2f} ms"
+        )
+
+
+async def _get_latencies(url: str, seconds: float) -> tuple[list[float], list[float]]:
+    """GETs of POLLED back to back for `seconds`, split by whether a tick was running when
+    each was sent. Tick spans come from /healthz (end time and duration of the last tick),
+    polled often enough to see every tick."""
+    samples: list[tuple[float, float]] = []  # (sent at, Unix time; latency, s)
+    ticks: dict[int, tuple[float, float]] = {}  # tick number: (start, end), Unix time
+    stop_at = time.perf_counter() + seconds
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+
+        async def poll() -> None:
+            while time.perf_counter() < stop_at:
+                sent = time.time()
+                started = time.perf_counter()
+                (await client.get(POLLED)).raise_for_status()
+                samples.append((sent, time.perf_counter() - started))
+
+        async def watch_ticks() -> None:
+            while time.perf_counter() < stop_at + 2 * seconds:
+                health = (await client.get("/healthz")).json()
+                if health["last_tick_at"]:
+                    end = datetime.fromisoformat(health["last_tick_at"]).timestamp()
+                    ticks[health["ticks"]] = (end - health["last_tick_s"], end)
+                known = max((end for _, end in ticks.values()), default=0.0)
+                if time.perf_counter() >= stop_at and samples and known >= samples[-1][0]:
+                    return  # every tick that overlaps a sample is known
+                await asyncio.sleep(0.1)
+
+        await asyncio.gather(poll(), watch_ticks())
+    spans = sorted(ticks.values())
+    during = [latency for sent, latency in samples if _overlaps(sent, latency, spans)]
+    outside = [latency for sent, latency in samples if not _overlaps(sent, latency, spans)]
+    return during, outside
+
+
+def _overlaps(sent: float, latency: float, spans: list[tuple[float, float]]) -> bool:
+    return any(start < sent + latency and sent < end for start, end in spans)
+
+
+def _p99(latencies: list[float]) -> float:
+    if len(latencies) < 2:
+        return math.nan
+    return statistics.quantiles(latencies, n=100)[98]
 
 
 def _next_ticks(url: str, count: int) -> list[dict[str, float]]:
@@ -172,9 +257,9 @@ def _cpu_seconds(pid: int) -> float:
 
 
 @contextmanager
-def _server(db: Path, period_s: float) -> Iterator[tuple[str, int]]:
+def _server(db: Path, period_s: float, server: Server) -> Iterator[tuple[str, int]]:
     """A fresh server with the bench fleet and queues: its URL and process id."""
-    process, url = _start(db, period_s)
+    process, url = _start(db, period_s, server)
     try:
         httpx.put(f"{url}/clusters/east", json=EAST_LOAD).raise_for_status()
         for queue in LOAD_QUEUES:

@@ -20,7 +20,7 @@ import click
 from api.cli.context import FiniteRange
 from api.cli.job_queues import quota_summary
 from api.cli.render import tick_json, tick_summary
-from api.config import ServiceSettings
+from api.config import ServiceSettings, TickWorker
 from models.errors import InvalidInput
 from models.fields import format_duration, parse_duration
 
@@ -145,6 +145,14 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
               help="Seconds between ticks.")  # fmt: skip
 @click.option("--time-limit", type=FiniteRange(min=0.01),
               help="The model's budget per tick [default: half the period].")  # fmt: skip
+@click.option(
+    "--tick-worker",
+    type=click.Choice([kind.value for kind in TickWorker]),
+    default=TickWorker.PROCESS.value,
+    show_default=True,
+    help=_help("tick_worker"),
+)
+@click.option("--tick-timeout", type=FiniteRange(min=1.0), help=_help("tick_timeout_s"))
 @click.option("--demo", is_flag=True, help="Load a demo fleet and run a simulated executor.")
 @click.option(
     "--auth",
@@ -212,6 +220,8 @@ def serve(
     port: int,
     period: float,
     time_limit: float | None,
+    tick_worker: str,
+    tick_timeout: float | None,
     demo: bool,
     auth: Path | None,
     insecure: bool,
@@ -258,6 +268,8 @@ def serve(
         db_path=db,
         period_s=period,
         tick_time_limit_s=time_limit,
+        tick_worker=TickWorker(tick_worker),
+        tick_timeout_s=tick_timeout,
         auth_file=auth,
         max_body_bytes=max_body_bytes,
         max_watchers=max_watchers,
@@ -268,7 +280,8 @@ def serve(
     )
     effective = {
         "db": db, "host": host, "port": port, "period": period, "time_limit": settings.time_limit_s,
-        "demo": demo, "auth": auth, "insecure": insecure, "max_body_bytes": max_body_bytes,
+        "tick_worker": tick_worker, "tick_timeout": settings.timeout_s, "demo": demo,
+        "auth": auth, "insecure": insecure, "max_body_bytes": max_body_bytes,
         "max_watchers": max_watchers, "watch_keepalive": watch_keepalive,
         "retain_for": format_duration(retain_for) if retain_for else "forever",
         "retain_finished": retain_finished or "unlimited",

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client.exposition import choose_encoder
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
 from api.metrics import ServiceMetrics
@@ -24,6 +24,9 @@ class Health(BaseModel):
     last_tick_at: Timestamp | None
     last_tick_s: float
     last_error: str | None
+    worker_pid: int | None = Field(
+        description="the process that solved the last tick (the server's own in thread mode)"
+    )
 
 
 @router.get("/healthz", responses={503: {"model": Health}})
@@ -36,6 +39,7 @@ def healthz(ticker: TickerDep) -> JSONResponse:
         last_tick_at=stats.last_finished_at,
         last_tick_s=stats.last_duration_s,
         last_error=stats.last_error,
+        worker_pid=stats.worker_pid,
     )
     return JSONResponse(
         health.model_dump(mode="json"), status_code=503 if stats.last_error else 200

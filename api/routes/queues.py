@@ -10,7 +10,6 @@ from fastapi import APIRouter, Query, Response, status
 from api.deps import PrincipalDep, StoreDep, TickerDep, created
 from api.errors import error_responses
 from api.moves import parse_filter, refuse_infeasible
-from api.routes.explanations import with_head_explanation
 from api.schemas.actions import Moved, QueueMove
 from api.schemas.queues import QueueCreate, QueuePublic, QueueUpdate
 from api.views import queue_view, queue_views
@@ -44,7 +43,8 @@ def list_queues(
 
 @router.get("/{name}", responses=error_responses(404))
 def get_queue(name: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> QueuePublic:
-    return with_head_explanation(queue_view(store, ticker, name), store, ticker)
+    """A blocked strict_fifo head comes with the explanation its tick computed (no solve)."""
+    return queue_view(store, ticker, name)
 
 
 @router.patch("/{name}", responses=error_responses(403, 404))

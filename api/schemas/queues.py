@@ -96,7 +96,9 @@ class QueuePublic(BaseModel):
         " their executors must stop them and report failed",
     )
     head_explanation: Explanation | None = Field(
-        default=None, description="why the blocked head waits (GET /queues/{name} only)"
+        default=None,
+        description="why the blocked head waits, as the last tick explained it"
+        " (GET /queues/{name} and its watch stream only)",
     )
 
     @classmethod

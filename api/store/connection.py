@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from api.store.records import Listing, Order
-from models.errors import FailedPrecondition, Unavailable
+from models.errors import FailedPrecondition, InternalError, Unavailable
 
 log = logging.getLogger("sluice.store")
 
@@ -133,18 +133,26 @@ def bump_generation(conn: sqlite3.Connection) -> None:
 
 
 class SqliteFile:
-    """One SQLite file in WAL mode with fsync on every commit, written by this process only."""
+    """One SQLite file in WAL mode with fsync on every commit, written by this process only.
 
-    def __init__(self, path: str | Path) -> None:
+    `reader_only`: this process only reads a file another process writes (the tick's worker,
+    api.tick_work): no lock, no writer connection, and every connection refuses writes (WAL
+    lets readers in other processes see each committed state)."""
+
+    def __init__(self, path: str | Path, *, reader_only: bool = False) -> None:
         self.path = str(path)
-        self._file_lock = WriterLock(self.path)
-        try:
-            _create_private(self.path)
-            self._writer = self._connect()
-            self._writer.execute("PRAGMA journal_mode=WAL")
-        except BaseException:
-            self._file_lock.release()
-            raise
+        self.reader_only = reader_only
+        self._file_lock: WriterLock | None = None
+        self._writer: sqlite3.Connection | None = None
+        if not reader_only:
+            self._file_lock = WriterLock(self.path)
+            try:
+                _create_private(self.path)
+                self._writer = self._connect()
+                self._writer.execute("PRAGMA journal_mode=WAL")
+            except BaseException:
+                self._file_lock.release()
+                raise
         self._write_lock = threading.Lock()
         self._readers: queue_mod.SimpleQueue[sqlite3.Connection] = queue_mod.SimpleQueue()
         self._all_readers: list[sqlite3.Connection] = []
@@ -159,7 +167,14 @@ class SqliteFile:
             raise Unavailable(f"cannot open the database {self.path}: {error}") from None
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA busy_timeout=30000")
+        if self.reader_only:
+            conn.execute("PRAGMA query_only=ON")
         return conn
+
+    def _writer_connection(self) -> sqlite3.Connection:
+        if self._writer is None:
+            raise InternalError(f"{self.path} is open here for reading only")
+        return self._writer
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -170,7 +185,7 @@ class SqliteFile:
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on the writer connection; the caller holds the write lock."""
-        conn = self._writer
+        conn = self._writer_connection()
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
@@ -200,9 +215,11 @@ class SqliteFile:
 
     def close(self) -> None:
         with self._write_lock:
-            self._writer.close()
+            if self._writer is not None:
+                self._writer.close()
         with self._readers_lock:
             for conn in self._all_readers:
                 conn.close()
             self._all_readers.clear()
-        self._file_lock.release()
+        if self._file_lock is not None:
+            self._file_lock.release()

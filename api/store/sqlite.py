@@ -18,21 +18,19 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from api.store.actions import SqliteActions, queue_body
 from api.store.connection import stored_time
 from api.store.job_queues import SqliteJobQueues
-from api.store.records import NOT_ROUTED, ActionRecord, Routing
+from api.store.records import NOT_ROUTED, Routing
 from api.store.retention import RETENTION_SCHEMA, SqliteRetention
 from api.store.tasks import SqliteTasks
 from api.store.tick_io import SqliteTickIO
 from api.store.triggers import SqliteTriggers
 from models.errors import FailedPrecondition, SluiceError, Unavailable
-from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings, Snapshot
+from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings
 
 # 2 added the job queues' tables, 3 the triggers', two columns; 4 tasks; 5 the jobs' STARTING
 # and the counts of pruned actions (retired_totals)
@@ -172,9 +170,8 @@ class SqliteStore(
             raise
 
     def _create_schema(self) -> None:
-        self._writer.executescript(
-            _SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA + _TASKS_SCHEMA + RETENTION_SCHEMA
-        )
+        schema = _SCHEMA + _JOB_QUEUES_SCHEMA + _TRIGGERS_SCHEMA + _TASKS_SCHEMA + RETENTION_SCHEMA
+        self._writer_connection().executescript(schema)
         with self._write() as conn:
             self._add_schema_3_columns(conn)
             self._add_schema_4_columns(conn)
@@ -197,23 +194,6 @@ class SqliteStore(
                 "INSERT OR IGNORE INTO queues (name, body) VALUES (?, ?)",
                 (DEFAULT_QUEUE, queue_body(Queue(name=DEFAULT_QUEUE))),
             )
-
-    def move_actions(
-        self,
-        to: str,
-        now: datetime,
-        check: Callable[[set[str], Snapshot], None],
-        *,
-        ids: list[str] | None = None,
-        source: str | None = None,
-        where: Callable[[Action], bool] | None = None,
-    ) -> list[ActionRecord]:
-        """As api.store.actions.SqliteActions.move_actions; the moved actions' parsed bodies
-        are dropped from the snapshot's cache before any snapshot can read the new rows."""
-        with self._snapshot_lock:
-            moved = super().move_actions(to, now, check, ids=ids, source=source, where=where)
-            self._action_cache.forget([record.action.id for record in moved])
-        return moved
 
     @staticmethod
     def _add_schema_3_columns(conn: sqlite3.Connection) -> None:

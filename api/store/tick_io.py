@@ -33,13 +33,21 @@ from models.snapshot import Action, ActionState, Placement, Snapshot
 
 log = logging.getLogger("sluice.store")
 
+REMEMBERED_MAX = 50_000
+
 
 class ActionCache:
     """Validated actions by id, so a tick does not parse thousands of JSON bodies again.
 
-    An action's body never changes after submission, and its placement never
-    changes once set, so both parsed forms stay valid for the action's life.
-    The solver receives these shared objects and must not mutate them.
+    An action's body changes only when it moves to another queue (its `queue` column with
+    it), and its placement never changes once set, so a parsed form whose queue is the
+    row's stays valid: a reader in another process (the tick's worker), which hears of no
+    move, checks the queue and reads a moved action again. The solver receives these shared
+    objects and must not mutate them.
+
+    Submissions are remembered (parsed already) only while the cache holds fewer than
+    REMEMBERED_MAX actions: a process whose ticks read in a worker never reads here to
+    prune them, and past the bound a new action is parsed when it is read.
     """
 
     def __init__(self) -> None:
@@ -50,14 +58,8 @@ class ActionCache:
 
     def remember(self, actions: list[Action]) -> None:
         with self._lock:
-            for action in actions:
+            for action in actions[: max(0, REMEMBERED_MAX - len(self._submitted))]:
                 self._submitted[action.id] = (action, self._reads)
-
-    def forget(self, ids: list[str]) -> None:
-        """Drop actions whose body changed (a move to another queue): they are read again."""
-        with self._lock:
-            for action_id in ids:
-                self._submitted.pop(action_id, None)
 
     def start_read(self) -> int:
         """Call before the snapshot's read transaction begins; returns the read's number."""
@@ -65,9 +67,15 @@ class ActionCache:
             self._reads += 1
             return self._reads
 
-    def missing(self, ids: list[str]) -> list[str]:
+    def missing(self, rows: list[tuple[str, str]]) -> list[str]:
+        """Of rows of (id, queue), the ids not cached, or cached with another queue."""
         with self._lock:
-            return [action_id for action_id in ids if action_id not in self._submitted]
+            missing = []
+            for action_id, queue in rows:
+                cached = self._submitted.get(action_id)
+                if cached is None or cached[0].queue != queue:
+                    missing.append(action_id)
+            return missing
 
     def live(
         self,
@@ -132,8 +140,8 @@ class ActionCache:
 class SqliteTickIO(SqliteFile):
     """Reads the snapshot a tick solves and writes its decisions back."""
 
-    def __init__(self, path: str | Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: str | Path, *, reader_only: bool = False) -> None:
+        super().__init__(path, reader_only=reader_only)
         self._action_cache = ActionCache()
         # One snapshot read at a time: the action cache is consulted, then pruned.
         self._snapshot_lock = threading.Lock()
@@ -141,8 +149,7 @@ class SqliteTickIO(SqliteFile):
     def read_snapshot(self, now: datetime) -> Snapshot:
         """Everything the tick needs, read in one transaction so it is consistent. An action
         row that no longer validates is left out (see `read_tick_input`)."""
-        with self._snapshot_lock:
-            return self._read_tick_input(now)[0].snapshot
+        return self.read_tick_input_unchecked(now)[0].snapshot
 
     def read_tick_input(self, now: datetime) -> TickInput:
         """The snapshot and the generation it was read at, for `apply_tick`.
@@ -153,8 +160,20 @@ class SqliteTickIO(SqliteFile):
         validation's words, so the rest of the line is scheduled. (A running one is left
         running; what it holds cannot be counted.)
         """
+        planned, invalid = self.read_tick_input_unchecked(now)
+        rejected = self.fail_unreadable(invalid, now)
+        return TickInput(planned.snapshot, planned.generation, rejected)
+
+    def read_tick_input_unchecked(self, now: datetime) -> tuple[TickInput, dict[str, str]]:
+        """`read_tick_input` without its write: the snapshot, and why each row left out of
+        it does not validate, by action id (for `fail_unreadable`). What a reader-only
+        store (the tick's worker) reads."""
         with self._snapshot_lock:
-            planned, invalid = self._read_tick_input(now)
+            return self._read_tick_input(now)
+
+    def fail_unreadable(self, invalid: dict[str, str], now: datetime) -> int:
+        """Log each unreadable row and fail it INFEASIBLE with the validation's words if it
+        is still queued; returns how many were failed."""
         for why in invalid.values():
             log.error("%s; it is left out of the tick", why)
         rejected = 0
@@ -166,7 +185,7 @@ class SqliteTickIO(SqliteFile):
                         " finished_at = ? WHERE id = ? AND phase = 'queued'",
                         (ErrorCode.INFEASIBLE.value, why, stored_time(now), action_id),
                     ).rowcount
-        return TickInput(planned.snapshot, planned.generation, rejected)
+        return rejected
 
     def _read_tick_input(self, now: datetime) -> tuple[TickInput, dict[str, str]]:
         read = self._action_cache.start_read()
@@ -180,12 +199,13 @@ class SqliteTickIO(SqliteFile):
             environment_rows = conn.execute(
                 "SELECT body, running, placement FROM environments ORDER BY name"
             ).fetchall()
-            action_rows = conn.execute(
-                "SELECT id, phase, placement, COALESCE(started_at, scheduled_at) FROM actions"
-                f" WHERE phase IN {LIVE_SQL} ORDER BY seq"
+            rows = conn.execute(
+                "SELECT id, phase, placement, COALESCE(started_at, scheduled_at), queue"
+                f" FROM actions WHERE phase IN {LIVE_SQL} ORDER BY seq"
             ).fetchall()
             quota = read_quota_snapshot(conn)  # the job queues, in the same transaction
-            missing = self._action_cache.missing([row[0] for row in action_rows])
+            missing = self._action_cache.missing([(row[0], row[4]) for row in rows])
+            action_rows = [row[:4] for row in rows]
             bodies: dict[str, str] = {}
             for start in range(0, len(missing), 500):
                 chunk = missing[start : start + 500]

@@ -4,9 +4,9 @@ only the dashboard needs (who the token is; accelerators per node).
 The shells and assets hold no data, so api.guard serves them without a token (everything
 under `/ui/`, and `/`); the data comes from the API, fetched by the page with the token.
 The dashboard adds no solve: its reads take what the last tick left (the queue views, the
-watch streams) and the store. The explanations it shows come from the existing routes
-(`GET /queues/{name}` for a blocked head, `GET /actions/{id}/explanation`), which do solve;
-the pages ask them once per new head or action state, not on every tick.
+watch streams) and the store. A blocked head's explanation comes with the queue's stream (the
+tick computed it); an action's comes from `GET /actions/{id}/explanation`, which solves at
+most once per action per tick, and the pages ask it once per new action state.
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from api.metrics import tick_metric_families
 from api.store.sqlite import SqliteStore
-from api.ticker import TickLoop, solver_tick
+from api.tick_work import HeadExplaining, solver_tick
+from api.ticker import TickLoop
 from models.snapshot import Action, Cluster
+from solver import TickOptions
 
 SUBMITTED = datetime.now(UTC) - timedelta(minutes=5)
 CLUSTER = Cluster.model_validate(
@@ -63,7 +65,8 @@ def test_a_planted_row_fails_alone_and_the_next_tick_schedules_everything_else(
     store = SqliteStore(db)
     try:
         store.submit([_action("after")])
-        ticker = TickLoop(store, solver_tick(5.0), period_s=3600.0)
+        heads = HeadExplaining(TickOptions(time_limit_s=5.0), budget_s=1.0)
+        ticker = TickLoop(store, solver_tick(5.0), period_s=3600.0, heads=heads)
         result = asyncio.run(ticker.run_once())
         assert result is not None and ticker.stats.failures == 0
         phases = {a: store.get_action(a).phase.value for a in ("before", "after")}

@@ -21,12 +21,13 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.client import SluiceClient
-from api.config import ServiceSettings
-from api.ticker import TickFn
+from api.config import ServiceSettings, TickWorker
+from api.tick_work import TickFn
 from fixtures.service_fleets import EAST_SMALL
 from models.snapshot import Cluster
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
+
 
 @dataclass
 class Service:
@@ -62,11 +63,20 @@ def service(
     period_s: float = 3600.0,
     tick_fn: TickFn | None = None,
     cluster: dict[str, Any] | None = EAST_SMALL,
+    tick_worker: TickWorker = TickWorker.THREAD,
+    tick_timeout_s: float | None = None,
     **settings_fields: Any,
 ) -> Iterator[Service]:
-    """`settings_fields`: more of ServiceSettings (retain_finished=..., ...)."""
+    """In thread mode by default: a test's stand-in engine is often a closure, which cannot
+    be sent to a worker process, and a worker costs seconds of start-up per test.
+    `settings_fields`: more of ServiceSettings (retain_finished=..., ...)."""
     settings = ServiceSettings(
-        db_path=tmp_path / "sluice.db", period_s=period_s, auth_file=auth_file, **settings_fields
+        db_path=tmp_path / "sluice.db",
+        period_s=period_s,
+        auth_file=auth_file,
+        tick_worker=tick_worker,
+        tick_timeout_s=tick_timeout_s,
+        **settings_fields,
     )
     app = create_app(settings, tick_fn=tick_fn)
     with TestClient(app) as http:

@@ -257,7 +257,6 @@ pages.fleet = function () {
 
 pages.queue = function () {
   const name = subject;
-  let explainedHead = null;
   let current = null;
   function render(queue) {
     current = queue;
@@ -275,24 +274,20 @@ pages.queue = function () {
     const banner = $("#banner");
     banner.hidden = !queue.head_blocked;
     if (queue.head_blocked) {
-      if (explainedHead !== queue.head_action) explainHead(queue);
       fill(banner.querySelector(".summary"),
         el("strong", {}, `HEAD OF LINE BLOCKED for ${blockedFor(queue)}`), ": ",
         queue.head_action ? actionLink(queue.head_action) : "the head", " does not fit yet; ",
         `${queue.blocked_behind_head} wait behind it.`);
+      explainHead(queue.head_explanation);
     } else {
-      explainedHead = null;
       fill(banner.querySelector(".why"));
     }
     renderAdmin(queue);
   }
-  // The head's explanation comes from GET /queues/{name}, fetched once per new head rather
-  // than on every tick.
-  async function explainHead(queue) {
-    explainedHead = queue.head_action;
-    const full = await api(`/queues/${encodeURIComponent(name)}`).catch(() => null);
-    const why = full && full.head_explanation;
-    if (!why || explainedHead !== queue.head_action) return;
+  // The tick explains a blocked head once; the queue's stream and GET /queues/{name} carry
+  // that explanation, so showing it costs no solve.
+  function explainHead(why) {
+    if (!why) { fill($("#banner .why")); return; }
     fill($("#banner .why"),
       el("p", {}, why.message),
       el("ul", {}, why.items.map((item) => el("li", {}, item.message))),

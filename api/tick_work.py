@@ -1,0 +1,253 @@
+"""What one tick computes away from the API: the decisions, then what the reads show of them.
+
+`solve_tick` takes the snapshot, returns the `TickResult` and, for every strict_fifo queue
+whose head the tick left blocked, that head's explanation, so that no read request has to
+solve. In a worker process (api.solver_process) the tick loop calls `solve_from_file`, which
+reads the snapshot itself. Anything else the reads show per tick, computed from the same
+snapshot and result, belongs in `solve_tick` too, where it runs in the worker beside the
+solve.
+
+The worker's arguments cross a process boundary pickled, so the engine passed in must be a
+module-level callable (a `functools.partial` of one), not a closure.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from api.store.tick_io import SqliteTickIO
+from models.errors import ErrorCode, SluiceError
+from models.explanation import Explanation
+from models.forecast import LearnedDurations, StartForecast
+from models.result import ScheduledAction, TickResult, WaitingAction
+from models.snapshot import Action, Snapshot
+from solver import TickOptions, tick
+from solver.explain.action import explain, explain_failure
+from solver.replay.forecast import ForecastBudget, forecast
+
+log = logging.getLogger("sluice.tick")
+
+TickFn = Callable[[Snapshot], TickResult]
+ForecastFn = Callable[[Snapshot, TickResult, LearnedDurations], dict[str, StartForecast]]
+"""After a tick: its snapshot, its result and the learned run times -> forecasts by action."""
+T = TypeVar("T")
+
+FORECAST_GRID_S = 60.0
+"""The least time between a forecast's simulated ticks: estimates to the minute, so its
+ticks reach hours ahead rather than a few periods of a fast service."""
+
+
+def solver_tick(time_limit_s: float, wall_guard_s: float | None = None) -> TickFn:
+    """The real engine, with the service's time limit and wall-clock guard."""
+    options = TickOptions(time_limit_s=time_limit_s, wall_guard_s=wall_guard_s)
+    return functools.partial(tick, options=options)
+
+
+def service_forecast(period_s: float, time_limit_s: float) -> ForecastFn:
+    """Forecasts whose simulated ticks share one tick's counted model-check limit, so
+    forecasting costs about one more tick (solver.replay.forecast)."""
+    ticks = ForecastBudget().ticks
+    budget = ForecastBudget(
+        period_s=max(period_s, FORECAST_GRID_S),
+        tick=TickOptions(time_limit_s=time_limit_s / ticks),
+    )
+    return functools.partial(forecast, budget=budget)
+
+
+@dataclass(frozen=True)
+class Forecasting:
+    """How a tick forecasts its waiting actions' starts, with the run times learned so far."""
+
+    forecast_fn: ForecastFn
+    learned: LearnedDurations
+
+
+@dataclass(frozen=True)
+class HeadExplaining:
+    """How the worker explains blocked heads: with the service's own model budget per head
+    (no wall-clock guard: an explanation's answer must not depend on the load), and no new
+    explanation started once `budget_s` of wall time has gone on them this tick."""
+
+    options: TickOptions
+    budget_s: float
+
+
+class SolvedTick(BaseModel):
+    result: TickResult
+    # Blocked heads' explanations by queue name; a head left out (the budget ran out, or it
+    # could not be explained) shows none until a later tick explains it.
+    head_explanations: dict[str, Explanation] = Field(default_factory=dict)
+    # Waiting actions' start forecasts by id; none when forecasting is off or failed.
+    forecasts: dict[str, StartForecast] = Field(default_factory=dict)
+    solve_s: float = 0.0
+    explain_s: float = 0.0
+    forecast_s: float = 0.0
+    worker_pid: int = 0  # the process that solved it (the server's own in thread mode)
+
+    @property
+    def worker_s(self) -> float:
+        return self.solve_s + self.explain_s + self.forecast_s
+
+
+def worker_ready() -> int:
+    """A first call for a new worker: unpickling it imports this module and so the solver
+    (seconds), which the worker then has before its first tick."""
+    return os.getpid()
+
+
+def solve_tick(
+    tick_fn: TickFn,
+    snapshot: Snapshot,
+    heads: HeadExplaining,
+    forecasting: Forecasting | None = None,
+) -> SolvedTick:
+    started = time.perf_counter()
+    result = tick_fn(snapshot)
+    solved = time.perf_counter()
+    explanations = explain_blocked_heads(snapshot, result, heads)
+    explained = time.perf_counter()
+    forecasts = forecast_starts(snapshot, result, forecasting)
+    return SolvedTick(
+        result=result,
+        head_explanations=explanations,
+        forecasts=forecasts,
+        solve_s=solved - started,
+        explain_s=explained - solved,
+        forecast_s=time.perf_counter() - explained,
+        worker_pid=os.getpid(),
+    )
+
+
+def forecast_starts(
+    snapshot: Snapshot, result: TickResult, forecasting: Forecasting | None
+) -> dict[str, StartForecast]:
+    """When each waiting action should start. A failure here leaves the tick's decisions
+    standing and the actions without forecasts."""
+    if forecasting is None or not result.waiting:
+        return {}
+    try:
+        return forecasting.forecast_fn(snapshot, result, forecasting.learned)
+    except Exception:  # a bug in a forecast must not undo or stop the ticks
+        log.exception("forecast failed; waiting actions show none this tick")
+        return {}
+
+
+# This worker process's readers of the store's file, one per file: each keeps its parsed
+# actions between ticks, so a tick parses only the actions submitted since the last.
+_READERS: dict[str, SqliteTickIO] = {}
+
+
+def _reader(path: str) -> SqliteTickIO:
+    reader = _READERS.get(path)
+    if reader is None:
+        reader = _READERS[path] = SqliteTickIO(path, reader_only=True)
+    return reader
+
+
+# Entries of the answer's long lists per JSON chunk: the server decodes one chunk at a time,
+# and each decode holds its GIL (about 8 ms for 128 waiting actions on a loaded machine).
+CHUNK = 128
+_WAITING: TypeAdapter[list[WaitingAction]] = TypeAdapter(list[WaitingAction])
+_SCHEDULED: TypeAdapter[list[ScheduledAction]] = TypeAdapter(list[ScheduledAction])
+
+
+@dataclass(frozen=True)
+class WorkerTick:
+    """What the worker sends back (pickled, which for bytes is a copy): the solved tick as
+    JSON, its waiting and scheduled actions in chunks of their own; the store generation its
+    snapshot was read at; and the rows it could not read, for the server (the writer) to fail.
+
+    JSON, because the server decodes it in a fifth of the time unpickling the same models
+    takes; in chunks, because one decode of a 10,000-action answer held the server's GIL for
+    0.3-0.7 s, which is what a request arriving then waited (docs/benchmarks.md#service)."""
+
+    solved: bytes  # SolvedTick without its result's waiting and scheduled actions
+    waiting: list[bytes]
+    scheduled: list[bytes]
+    generation: int
+    unreadable: dict[str, str]
+    read_s: float
+
+    def decode(self) -> SolvedTick:
+        """In the server; call it in a thread, so requests run between the chunks."""
+        solved = SolvedTick.model_validate_json(self.solved)
+        waiting = [entry for chunk in self.waiting for entry in _WAITING.validate_json(chunk)]
+        scheduled = [entry for chunk in self.scheduled for entry in _SCHEDULED.validate_json(chunk)]
+        result = solved.result.model_copy(update={"waiting": waiting, "scheduled": scheduled})
+        return solved.model_copy(update={"result": result})
+
+
+def _chunks(adapter: TypeAdapter[list[T]], entries: list[T]) -> list[bytes]:
+    return [adapter.dump_json(entries[i : i + CHUNK]) for i in range(0, len(entries), CHUNK)]
+
+
+def solve_from_file(
+    path: str,
+    now: datetime,
+    tick_fn: TickFn,
+    heads: HeadExplaining,
+    forecasting: Forecasting | None = None,
+) -> WorkerTick:
+    """`solve_tick` in the worker, on a snapshot it reads itself from the store's file
+    (through connections that never write): the server then pays neither for reading the
+    snapshot nor for sending it (both in the hundreds of milliseconds of its GIL at 10,000
+    queued)."""
+    started = time.perf_counter()
+    planned, unreadable = _reader(path).read_tick_input_unchecked(now)
+    read_s = time.perf_counter() - started
+    solved = solve_tick(tick_fn, planned.snapshot, heads, forecasting)
+    result = solved.result
+    rest = result.model_copy(update={"waiting": [], "scheduled": []})
+    return WorkerTick(
+        solved=solved.model_copy(update={"result": rest}).model_dump_json().encode(),
+        waiting=_chunks(_WAITING, result.waiting),
+        scheduled=_chunks(_SCHEDULED, result.scheduled),
+        generation=planned.generation,
+        unreadable=unreadable,
+        read_s=read_s,
+    )
+
+
+def explain_from_file(
+    path: str, now: datetime, action_id: str, last_result: str | None, options: TickOptions
+) -> str:
+    """`solver.explain.action.explain` in a worker, on the store as of `now` read there, with
+    the last tick's result (JSON: a fifth of the server's time that pickling it takes)."""
+    snapshot = _reader(path).read_snapshot(now)
+    result = TickResult.model_validate_json(last_result) if last_result else None
+    return explain(snapshot, action_id, result, options).model_dump_json()
+
+
+def explain_failure_from_file(
+    path: str, now: datetime, action: Action, code: ErrorCode, message: str, options: TickOptions
+) -> str:
+    """`solver.explain.action.explain_failure` in a worker, on the store as of `now`."""
+    snapshot = _reader(path).read_snapshot(now)
+    return explain_failure(snapshot, action, code, message, options).model_dump_json()
+
+
+def explain_blocked_heads(
+    snapshot: Snapshot, result: TickResult, heads: HeadExplaining
+) -> dict[str, Explanation]:
+    """Each blocked head's explanation, in queue-name order until the budget is spent."""
+    started = time.perf_counter()
+    explanations: dict[str, Explanation] = {}
+    for name, metrics in sorted(result.queues.items()):
+        if not metrics.head_blocked or metrics.head_action is None:
+            continue
+        if time.perf_counter() - started >= heads.budget_s:
+            break
+        try:
+            explanations[name] = explain(snapshot, metrics.head_action, result, heads.options)
+        except SluiceError:
+            continue  # the head is not in the snapshot: nothing to show
+    return explanations
