@@ -31,6 +31,7 @@ from api.routes import (
     watch,
 )
 from api.routes import settings as org_settings
+from api.store.backends import shown_target
 from api.store.records import Store
 from api.store.sqlite import SqliteStore
 from api.ticker import TickFn, TickLoop, solver_tick
@@ -60,7 +61,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.store = store or await asyncio.to_thread(SqliteStore, settings.db_path)
+        app.state.store = store or await asyncio.to_thread(SqliteStore, settings.database)
         app.state.ticker = TickLoop(
             app.state.store,
             tick_fn or solver_tick(settings.time_limit_s, settings.wall_guard_s),
@@ -80,7 +81,7 @@ def create_app(
             log.info("auth: bearer tokens from %s", settings.auth_file)
         log.info(
             "tick service on %s: a tick every %.2f s, solver limit %.2f s%s",
-            settings.db_path,
+            shown_target(str(settings.database)),
             settings.period_s,
             settings.time_limit_s,
             ", demo executor running" if settings.demo else "",

@@ -256,6 +256,10 @@ class SnapshotOvertaken(FailedPrecondition):
     """A tick's write-back refused: the store changed since its snapshot; re-plan."""
 
 
+class LeaseLost(FailedPrecondition):
+    """A leader's write refused: another replica took the lease at a later epoch."""
+
+
 @dataclass(frozen=True)
 class AppliedTick:
     """What of a tick's decisions still applied when it was written back."""
@@ -265,6 +269,29 @@ class AppliedTick:
     environments_started: int
     stale: list[str] = field(default_factory=list)  # actions that changed during the tick
     jobs: AppliedJobs = field(default_factory=AppliedJobs)  # the job queues' decisions
+    number: int = 0  # the tick's number in the database (ticks any leader wrote back)
+
+
+# -- leadership --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The lease as it stands after a replica's attempt to hold it."""
+
+    holder: str | None
+    epoch: int
+    remaining_s: float  # until it runs out, on the database's clock (<= 0: run out)
+
+
+@dataclass(frozen=True)
+class LastTick:
+    """The last tick any leader wrote back."""
+
+    number: int  # ticks written back since the database began (0: none yet)
+    epoch: int  # the epoch of the leader that wrote it
+    finished_at: datetime | None
+    result: TickResult | None
 
 
 # -- triggers ----------------------------------------------------------------------------------
@@ -298,7 +325,9 @@ class TriggerStore(Protocol):
     def get_trigger(self, name: str) -> TriggerRecord: ...
     def list_triggers(self) -> list[TriggerRecord]: ...
     def delete_trigger(self, name: str) -> None: ...
-    def fire_triggers(self, now: datetime, grace: timedelta) -> list[Firing]: ...
+    def fire_triggers(
+        self, now: datetime, grace: timedelta, *, epoch: int | None = None
+    ) -> list[Firing]: ...
 
 
 # -- the interface -----------------------------------------------------------------------------
@@ -384,7 +413,7 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
     def get_environment(self, name: str) -> EnvironmentRecord: ...
     def list_environments(self) -> list[EnvironmentRecord]: ...
     def stop_environment(self, name: str) -> EnvironmentRecord: ...
-    def stop_idle_environments(self, now: datetime) -> list[str]: ...
+    def stop_idle_environments(self, now: datetime, *, epoch: int | None = None) -> list[str]: ...
 
     def submit(self, actions: list[Action], routing: Routing = NOT_ROUTED) -> None: ...
     def get_action(self, action_id: str) -> ActionRecord: ...
@@ -398,7 +427,7 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
         listing: Listing = FIRST_PAGE,
     ) -> Page[ActionRecord]: ...
     def cancel_action(self, action_id: str, now: datetime) -> ActionRecord: ...
-    def expire_deadlines(self, now: datetime) -> list[str]: ...
+    def expire_deadlines(self, now: datetime, *, epoch: int | None = None) -> list[str]: ...
     def move_actions(
         self,
         to: str,
@@ -420,6 +449,12 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
 
     def read_snapshot(self, now: datetime) -> Snapshot: ...
     def read_tick_input(self, now: datetime) -> TickInput: ...
-    def apply_tick(self, result: TickResult, generation: int) -> AppliedTick: ...
+    def apply_tick(
+        self, result: TickResult, generation: int, *, epoch: int | None = None
+    ) -> AppliedTick: ...
+
+    def hold_lease(self, holder: str, epoch: int | None, ttl_s: float) -> Lease: ...
+    def release_lease(self, holder: str, epoch: int) -> None: ...
+    def last_tick(self, after: int = -1) -> LastTick: ...
 
     def close(self) -> None: ...

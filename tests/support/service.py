@@ -28,6 +28,7 @@ from models.snapshot import Cluster
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 
+
 @dataclass
 class Service:
     """An app running in-process. Its loop ticks once at start; `tick()` runs one more."""
@@ -64,7 +65,7 @@ def service(
     cluster: dict[str, Any] | None = EAST_SMALL,
 ) -> Iterator[Service]:
     settings = ServiceSettings(
-        db_path=tmp_path / "sluice.db", period_s=period_s, auth_file=auth_file
+        database=tmp_path / "sluice.db", period_s=period_s, auth_file=auth_file
     )
     app = create_app(settings, tick_fn=tick_fn)
     with TestClient(app) as http:
