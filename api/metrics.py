@@ -42,6 +42,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from api.leader import Leadership
 from api.schemas.job_queues import JobQueuePublic
 from api.schemas.queues import QueuePublic
 from api.store.records import Store
@@ -63,6 +64,12 @@ TICK_COUNTERS = (
         "sluice_ticks_overtaken",
         "Ticks not applied because the store changed since their snapshot (process counter).",
         "overtaken",
+    ),
+    (
+        "sluice_ticks_fenced",
+        "Ticks not applied because another replica took the leader lease meanwhile (process"
+        " counter).",
+        "fenced",
     ),
     (
         "sluice_tick_rejected_actions",
@@ -89,6 +96,11 @@ TICK_GAUGES: tuple[tuple[str, str, Callable[[TickStats], float]], ...] = (
         "sluice_tick_skipped_pools",
         "Node pools the last tick left out: a value beyond what the engine can hold (logged).",
         lambda stats: stats.skipped_pools,
+    ),
+    (
+        "sluice_last_tick",
+        "The number of the last tick any leader wrote back (ticks since the database began).",
+        lambda stats: stats.last_number,
     ),
 )
 
@@ -253,9 +265,24 @@ def tick_metric_families(stats: TickStats) -> Iterator[Metric]:
     if stats.last_finished_at is not None:
         yield GaugeMetricFamily(
             "sluice_last_tick_timestamp_seconds",
-            "When the last tick was written back (Unix time).",
+            "When the last tick was written back, by any leader (Unix time).",
             stats.last_finished_at.timestamp(),
         )
+
+
+def leader_metric_families(leadership: Leadership) -> Iterator[Metric]:
+    """Whether this replica leads, and at which epoch (api.leader)."""
+    epoch = leadership.current()
+    yield GaugeMetricFamily(
+        "sluice_leader",
+        "1 while this replica holds the leader lease and ticks.",
+        int(epoch is not None),
+    )
+    yield GaugeMetricFamily(
+        "sluice_leader_epoch",
+        "The lease epoch this replica last led at (0: never).",
+        leadership.epoch or 0,
+    )
 
 
 def _quota_metrics(
@@ -349,6 +376,7 @@ class SluiceCollector(Collector):
         yield from _queue_metrics(queue_views(self.store, self.ticker))
         yield from _action_metrics(self.store)
         yield from tick_metric_families(self.ticker.stats)
+        yield from leader_metric_families(self.ticker.leadership)
         yield from _quota_metrics(
             job_queue_views(self.store, self.ticker), self.store.preemption_totals()
         )

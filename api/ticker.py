@@ -5,6 +5,10 @@ work (reading the snapshot, the CPU-bound solve, the write-back transaction)
 runs in one worker thread, so the event loop keeps serving requests. A tick whose
 snapshot the store has moved past is refused at write-back (api.store.records.
 SnapshotOvertaken): it is counted, not a failure, and the next tick re-plans.
+
+Only the replica that holds the leader lease ticks (api.leader); the others follow: they
+read the last tick any leader wrote back from the database, so their watchers and views
+see every tick too.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from api.store.records import AppliedTick, SnapshotOvertaken, Store
+from api.leader import Leadership
+from api.store.records import AppliedTick, LeaseLost, SnapshotOvertaken, Store
+from models.errors import SluiceError
 from models.result import TickResult, WaitingAction
 from models.snapshot import Snapshot
 from solver import TickOptions, tick
@@ -39,13 +45,15 @@ class TickStats:
     failures: int = 0
     overruns: int = 0
     overtaken: int = 0  # ticks refused at write-back: the store changed since their snapshot
+    fenced: int = 0  # ticks refused at write-back: another replica took the lease meanwhile
     # Input the engine or the store could not represent, isolated so the line goes on: actions
     # failed for it (since start), node pools the last tick left out.
     rejected_actions: int = 0
     skipped_pools: int = 0
     wall_guard_hits: int = 0  # ticks whose model checks the service's wall-clock guard cut
     last_duration_s: float = 0.0  # snapshot + solve + write-back of the last tick
-    last_finished_at: datetime | None = None
+    last_finished_at: datetime | None = None  # of the last tick any leader wrote back
+    last_number: int = 0  # that tick's number in the database (the watch stream's event id)
     last_error: str | None = None
     phases_s: dict[str, float] = field(default_factory=dict)
 
@@ -55,6 +63,7 @@ class TickLoop:
 
     def __init__(self, store: Store, tick_fn: TickFn, period_s: float) -> None:
         self.store = store
+        self.leadership = Leadership(store, period_s)
         self.tick_fn = tick_fn
         self.period_s = period_s
         self.stats = TickStats()
@@ -72,6 +81,45 @@ class TickLoop:
         self._stopping.set()
 
     async def run_forever(self) -> None:
+        keeper = asyncio.create_task(self._keep_lease(), name="leader-lease")
+        try:
+            await self._tick_forever()
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            await asyncio.to_thread(self.leadership.release)
+
+    async def _keep_lease(self) -> None:
+        """Renew the lease (or try to take it) a few times a period; while another replica
+        leads, pick up each tick it writes back."""
+        while True:
+            if await asyncio.to_thread(self.leadership.hold) is None:
+                await self.follow()
+            await asyncio.sleep(self.leadership.renew_every_s)
+
+    async def follow(self) -> None:
+        """Take the last tick from the database if it is newer than the one shown, and wake
+        the watchers."""
+        try:
+            last = await asyncio.to_thread(self.store.last_tick, self.stats.last_number)
+        except SluiceError as error:
+            log.warning("could not read the last tick: %s", error.message)
+            return
+        if last.number <= self.stats.last_number or last.result is None:
+            return
+        self.stats.last_finished_at = last.finished_at
+        await self._show(last.result, last.number)
+
+    async def _show(self, result: TickResult, number: int) -> None:
+        """Make `result` the tick views and metrics show, and wake the watchers."""
+        async with self._ticked:
+            self.last_result = result
+            self.waiting = {entry.action: entry for entry in result.waiting}
+            self.stats.last_number = number
+            self._ticked.notify_all()
+
+    async def _tick_forever(self) -> None:
         while not self._stopping.is_set():
             started = time.perf_counter()
             await self.run_once()
@@ -94,8 +142,21 @@ class TickLoop:
         """One tick; a failure is logged and counted, and the loop goes on."""
         async with self._one_at_a_time:
             started = time.perf_counter()
+            epoch = self.leadership.current()
+            if epoch is None:
+                epoch = await asyncio.to_thread(self.leadership.hold)
+            if epoch is None:  # another replica leads
+                await self.follow()
+                return None
             try:
-                result, applied, phases, rejected = await asyncio.to_thread(self._tick_blocking)
+                result, applied, phases, rejected = await asyncio.to_thread(
+                    self._tick_blocking, epoch
+                )
+            except LeaseLost as error:
+                self.stats.fenced += 1
+                self.leadership.lost()
+                log.warning("tick not applied: %s", error.message)
+                return None
             except SnapshotOvertaken as error:
                 self.stats.overtaken += 1
                 log.info(  # expected after a change
@@ -123,11 +184,8 @@ class TickLoop:
         self.stats.phases_s = phases
         self.stats.last_finished_at = datetime.now(UTC)
         self.stats.last_error = None
-        self.last_result = result
-        self.waiting = {entry.action: entry for entry in result.waiting}
-        async with self._ticked:
-            self.stats.ticks += 1
-            self._ticked.notify_all()
+        self.stats.ticks += 1
+        await self._show(result, applied.number)
         for listener in self.on_tick:
             listener(self.stats)
         log.debug(
@@ -146,32 +204,35 @@ class TickLoop:
         )
         return result
 
-    def _before_snapshot(self) -> None:
+    def _before_snapshot(self, epoch: int) -> None:
         """Fail scheduled and running actions whose deadline has come and stop reusable pools
         idle past their idle_timeout (their charges free up for this tick), then submit the
         runs of triggers due by now, so this tick plans them.
 
         A trigger's time more than two periods old (at least a second) passed while the
-        service was down, or while ticks overran: the trigger's catch_up decides."""
+        service was down, or while ticks overran: the trigger's catch_up decides. Each of
+        these writes commits only while this replica leads at `epoch`."""
         now = self.clock()
-        self.store.expire_deadlines(now)
-        self.store.stop_idle_environments(now)
-        self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
+        self.store.expire_deadlines(now, epoch=epoch)
+        self.store.stop_idle_environments(now, epoch=epoch)
+        grace = timedelta(seconds=max(2 * self.period_s, 1.0))
+        self.store.fire_triggers(now, grace, epoch=epoch)
 
-    def _tick_blocking(self) -> tuple[TickResult, AppliedTick, dict[str, float], int]:
-        self._before_snapshot()
+    def _tick_blocking(self, epoch: int) -> tuple[TickResult, AppliedTick, dict[str, float], int]:
+        self._before_snapshot(epoch)
         clock = time.perf_counter()
         planned = self.store.read_tick_input(datetime.now(UTC))
         read_s = time.perf_counter() - clock
         result = self.tick_fn(planned.snapshot)
         solve_s = time.perf_counter() - clock - read_s
-        applied = self.store.apply_tick(result, planned.generation)
+        applied = self.store.apply_tick(result, planned.generation, epoch=epoch)
         write_s = time.perf_counter() - clock - read_s - solve_s
         phases = {"snapshot": read_s, "solve": solve_s, "write": write_s}
         return result, applied, phases, planned.rejected
 
     async def wait_for_tick(self, after: int) -> int:
-        """Wait until more than `after` ticks have completed; return the count."""
+        """Wait until a tick numbered past `after` has been written back (by any leader);
+        return its number."""
         async with self._ticked:
-            await self._ticked.wait_for(lambda: self.stats.ticks > after)
-            return self.stats.ticks
+            await self._ticked.wait_for(lambda: self.stats.last_number > after)
+            return self.stats.last_number

@@ -154,6 +154,8 @@ class Backend:
     dialect: Dialect
     shown: str  # the database, for messages (a URL without its password)
     driver_errors: tuple[type[BaseException], ...]  # what the driver raises
+    # Whether this process is the only one on the database while it is open (SQLite's flock).
+    exclusive: bool = False
 
     def transaction(self) -> AbstractContextManager[Conn]:
         """A write transaction, committed on success and rolled back on error, serialized
@@ -235,6 +237,7 @@ class SqliteBackend(Backend):
 
     dialect = SQLITE
     driver_errors = (sqlite3.Error,)
+    exclusive = True
 
     def __init__(self, path: str) -> None:
         self.path = self.shown = path

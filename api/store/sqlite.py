@@ -64,6 +64,8 @@ class SqliteStore(
     def _create_schema(self) -> None:
         with self._write() as conn:
             migrate(conn, self.path)
+            if self._db.exclusive:  # whoever held the lease before has let go of the file
+                conn.execute("UPDATE leader_lease SET expires_s = 0 WHERE id = 1")
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('generation', '0')"
                 " ON CONFLICT (key) DO NOTHING"
