@@ -23,7 +23,7 @@ from models.errors import SluiceError
 
 log = logging.getLogger("sluice.leader")
 
-LEASE_PERIODS = 1.25  # the lease's length in tick periods: a dead leader's runs out this soon
+LEASE_PERIODS = 1.0  # the lease's length in tick periods: a dead leader's runs out this soon
 RENEWALS_PER_PERIOD = 4  # how often the lease is renewed (and followers try to take it)
 SAFE_SHARE = 0.8  # of the lease, counted from the renewal's sending, this replica leads
 MIN_LEASE_S = 1.0  # short periods still leave a database round trip room

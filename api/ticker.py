@@ -73,12 +73,14 @@ class TickLoop:
         self.on_tick: list[Callable[[TickStats], None]] = []
         self._ticked = asyncio.Condition()
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()  # the next tick starts now: stopping, or just elected
         self._one_at_a_time = asyncio.Lock()  # ticks never overlap, whoever starts them
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # triggers, deadlines
 
     def stop(self) -> None:
         """End `run_forever` after the tick in progress (if any) has been written back."""
         self._stopping.set()
+        self._wake.set()
 
     async def run_forever(self) -> None:
         keeper = asyncio.create_task(self._keep_lease(), name="leader-lease")
@@ -94,8 +96,12 @@ class TickLoop:
         """Renew the lease (or try to take it) a few times a period; while another replica
         leads, pick up each tick it writes back."""
         while True:
-            if await asyncio.to_thread(self.leadership.hold) is None:
+            before = self.leadership.epoch
+            epoch = await asyncio.to_thread(self.leadership.hold)
+            if epoch is None:
                 await self.follow()
+            elif epoch != before:  # just elected: tick now, not a period from now
+                self._wake.set()
             await asyncio.sleep(self.leadership.renew_every_s)
 
     async def follow(self) -> None:
@@ -123,6 +129,7 @@ class TickLoop:
         while not self._stopping.is_set():
             started = time.perf_counter()
             await self.run_once()
+            self._wake.clear()  # a wake-up while it ran (elected meanwhile) is served by it
             elapsed = time.perf_counter() - started
             if elapsed > self.period_s:
                 self.stats.overruns += 1
@@ -133,10 +140,10 @@ class TickLoop:
                     self.period_s,
                     extra={"tick": self.stats.ticks},
                 )
+            if self._stopping.is_set():
+                break
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._stopping.wait(), timeout=max(0.0, self.period_s - elapsed)
-                )
+                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, self.period_s - elapsed))
 
     async def run_once(self) -> TickResult | None:
         """One tick; a failure is logged and counted, and the loop goes on."""

@@ -36,6 +36,10 @@ log = logging.getLogger("sluice.store")
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 # Any fixed number: the key of the advisory lock every write transaction takes on PostgreSQL.
 _WRITE_LOCK_KEY = 0x5151CE
+# A session idle this long inside a transaction is ended by the server, its locks released:
+# a replica paused (SIGSTOP) or cut off mid-transaction cannot hold every other replica's
+# writes, and the leader lease with them, for longer than this.
+IDLE_IN_TRANSACTION_S = 2.0
 
 
 def is_postgres(target: str) -> bool:
@@ -128,16 +132,13 @@ class Conn:
         rows: Rows = cursor
         return rows
 
-    def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> Rows:
-        cursor = self._raw.cursor()
-        rows = list(params)
-        if rows:  # psycopg refuses an empty batch's statement parameters check; skip it
-            try:
-                cursor.executemany(self._translate(sql), rows)
-            except self._duplicate as error:
-                raise DuplicateKey(str(error)) from None
-        result: Rows = cursor
-        return result
+    def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
+        """`sql` once per row of `params`. One statement at a time, not psycopg's pipelined
+        executemany: a pipeline awaiting its sync is not "idle in transaction" to the
+        server, so a replica paused inside one would hold the write lock past
+        IDLE_IN_TRANSACTION_S; each statement is prepared once by psycopg and reused."""
+        for row in params:
+            self.execute(sql, row)
 
 
 def _integrity_errors(dialect: Dialect) -> tuple[type[Exception], ...]:
@@ -302,14 +303,22 @@ class SqliteBackend(Backend):
         self._file_lock.release()
 
 
+def _configure(conn: Any) -> None:
+    """Each new pooled connection: see IDLE_IN_TRANSACTION_S."""
+    milliseconds = int(IDLE_IN_TRANSACTION_S * 1000)
+    conn.execute(f"SET idle_in_transaction_session_timeout = {milliseconds}")
+
+
 class PostgresBackend(Backend):
     """A PostgreSQL database through a pool of psycopg 3 connections, shared by replicas.
 
     Writes are serialized across replicas by a transaction-level advisory lock taken first
     in each write transaction (released by COMMIT or ROLLBACK, or by the server when the
     connection drops), so a check of a cap or a depth inside one sees every write before
-    it, as on SQLite. Reads are REPEATABLE READ, so a snapshot is consistent. A lost
-    connection is `Unavailable` (503), never a traceback.
+    it, as on SQLite. The server ends a session left idle in a transaction for
+    `IDLE_IN_TRANSACTION_S`, so a paused replica cannot hold that lock for long. Reads are
+    REPEATABLE READ, so a snapshot is consistent. A lost connection is `Unavailable` (503),
+    never a traceback.
     """
 
     dialect = POSTGRES
@@ -327,6 +336,7 @@ class PostgresBackend(Backend):
                 min_size=2,
                 max_size=12,
                 kwargs={"autocommit": True},
+                configure=_configure,
                 timeout=10.0,
                 open=False,
                 name="sluice",

@@ -131,7 +131,7 @@ class SqliteStore(
                         ticket.error = error
                     conn.execute("RELEASE submission")
         except Exception as error:  # every caller must learn its submission was not stored
-            if not isinstance(error, self._db.driver_errors):
+            if not isinstance(error, (*self._db.driver_errors, Unavailable)):
                 log.exception("unexpected error committing %d submissions", len(tickets))
             failure = Unavailable(f"could not store the submission: {error}")
             for ticket in tickets:

@@ -105,11 +105,17 @@ class Server:
 
 
 def start_server(
-    db: Path, *, period_s: float = 0.2, extra: list[str] | None = None, port: int | None = None
+    db: Path | str,
+    *,
+    period_s: float = 0.2,
+    extra: list[str] | None = None,
+    port: int | None = None,
+    log_dir: Path | None = None,
 ) -> Server:
-    """`port`: a port a stopped server of the same test used (a client reconnecting to it)."""
+    """`db`: a SQLite file, or a postgresql:// URL (then give `log_dir`). `port`: a port a
+    stopped server of the same test used (a client reconnecting to it)."""
     port = port or free_port()
-    log = db.with_suffix(f".{port}.log")
+    log = (log_dir or Path(db).parent) / f"sluice.{port}.log"
     process = subprocess.Popen(
         [SLUICE, "serve", "--db", str(db), "--port", str(port), "--period", str(period_s)]
         + (extra or []),
