@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -36,12 +37,15 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _start(db: Path, period_s: float) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+def start_server(
+    db: str, period_s: float, log_dir: Path, port: int | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`sluice serve` on `db` (a file or a postgresql:// URL); its process and URL."""
+    port = port or _free_port()
     process = subprocess.Popen(
-        [SLUICE, "serve", "--db", str(db), "--port", str(port), "--period", str(period_s)],
+        [SLUICE, "serve", "--db", db, "--port", str(port), "--period", str(period_s)],
         stdout=subprocess.DEVNULL,
-        stderr=(db.parent / "server.log").open("wb"),
+        stderr=(log_dir / f"server.{port}.log").open("wb"),
     )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -54,14 +58,21 @@ def _start(db: Path, period_s: float) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("server did not start")
 
 
-async def _submissions_per_second(url: str, seconds: float, concurrency: int) -> float:
-    """Single-action POSTs from `concurrency` concurrent callers for `seconds`."""
+async def submissions_per_second(urls: list[str], seconds: float, concurrency: int) -> float:
+    """Single-action POSTs from `concurrency` concurrent callers for `seconds`, the callers
+    spread evenly over the servers at `urls`."""
     done = 0
     stop_at = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(base_url=url, limits=limits, timeout=30)
+            )
+            for url in urls
+        ]
 
-        async def caller() -> None:
+        async def caller(client: httpx.AsyncClient) -> None:
             nonlocal done
             body = {"queue": "load", "containers": [{"resources": {"cpu": "1", "memory": "1Gi"}}]}
             while time.perf_counter() < stop_at:
@@ -70,7 +81,7 @@ async def _submissions_per_second(url: str, seconds: float, concurrency: int) ->
                 done += 1
 
         started = time.perf_counter()
-        await asyncio.gather(*(caller() for _ in range(concurrency)))
+        await asyncio.gather(*(caller(clients[i % len(clients)]) for i in range(concurrency)))
         return done / (time.perf_counter() - started)
 
 
@@ -128,7 +139,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         with _server(Path(tmp) / "load.db", args.period) as (url, pid):
             cpu_before = _cpu_seconds(pid)
-            rate = asyncio.run(_submissions_per_second(url, args.seconds, args.concurrency))
+            rate = asyncio.run(submissions_per_second([url], args.seconds, args.concurrency))
             server_ms = 1000 * (_cpu_seconds(pid) - cpu_before) / (rate * args.seconds)
         print(
             f"durable submissions: {rate:,.0f}/s sustained over {args.seconds:g} s"
@@ -174,7 +185,7 @@ def _cpu_seconds(pid: int) -> float:
 @contextmanager
 def _server(db: Path, period_s: float) -> Iterator[tuple[str, int]]:
     """A fresh server with the bench fleet and queues: its URL and process id."""
-    process, url = _start(db, period_s)
+    process, url = start_server(str(db), period_s, db.parent)
     try:
         httpx.put(f"{url}/clusters/east", json=EAST_LOAD).raise_for_status()
         for queue in LOAD_QUEUES:
