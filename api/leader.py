@@ -1,7 +1,7 @@
 """This replica's hold on the leader lease: whether it may tick now, and at which epoch.
 
 Exactly one replica ticks at a time. The lease lives in the database (api.store.leadership):
-`hold` renews it, or takes it once it has run out, every quarter period. Leading is judged
+`hold` renews it, or takes it once it has run out, six times a period. Leading is judged
 on this process's monotonic clock from the moment the renewal was *sent*, and ends at
 `SAFE_SHARE` of the lease's length, so a leader that can no longer renew (its database
 connection lost, the process paused) stops starting ticks before any other replica can
@@ -23,10 +23,10 @@ from models.errors import SluiceError
 
 log = logging.getLogger("sluice.leader")
 
-LEASE_PERIODS = 1.0  # the lease's length in tick periods: a dead leader's runs out this soon
-RENEWALS_PER_PERIOD = 4  # how often the lease is renewed (and followers try to take it)
+LEASE_PERIODS = 0.75  # the lease's length in tick periods: a dead leader's runs out this soon
+RENEWALS_PER_PERIOD = 6  # how often the lease is renewed (and followers try to take it)
 SAFE_SHARE = 0.8  # of the lease, counted from the renewal's sending, this replica leads
-MIN_LEASE_S = 1.0  # short periods still leave a database round trip room
+MIN_LEASE_S = 0.5  # short periods still leave database round trips room
 
 
 class Leadership:

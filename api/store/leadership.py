@@ -36,14 +36,15 @@ class SqliteLeadership(SqliteFile):
     """The lease and the last tick over the store's database."""
 
     def hold_lease(self, holder: str, epoch: int | None, ttl_s: float) -> Lease:
-        """Renew the lease if `holder` holds it at `epoch` and it has not run out; take it at
-        the next epoch if it has run out (whoever held it); otherwise leave it."""
+        """Renew the lease if `holder` holds it at `epoch` (also when it ran out and nobody
+        took it since: no one else can have written as leader); take it at the next epoch if
+        it has run out; otherwise leave it."""
         with self._write() as conn:
             now_s = conn.dialect.now_s
             current_holder, current, expires_s, now = conn.execute(
                 f"SELECT holder, epoch, expires_s, {now_s} FROM leader_lease WHERE id = 1"
             ).fetchone()
-            if current_holder == holder and current == epoch and expires_s > now:
+            if current_holder == holder and current == epoch:
                 conn.execute(
                     f"UPDATE leader_lease SET expires_s = {now_s} + ? WHERE id = 1", (ttl_s,)
                 )

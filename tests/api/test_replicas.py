@@ -24,7 +24,7 @@ from models.quantity import parse_quantity
 from tests.support.postgres import fresh_schema
 from tests.support.service import Server, start_server
 
-PERIOD_S = 1.0
+PERIOD_S = 2.0  # long enough that a loaded machine's slow first tick still fits in two
 CPU_CAP, H100_CAP = 48, 8  # the queue's caps: well under the fleet, so the caps bind
 # cpu cores and H100s of each node, by node pool (tests/support EAST_SMALL)
 NODE_ROOM = {
