@@ -7,7 +7,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
@@ -35,6 +34,7 @@ from api.routes import (
 )
 from api.routes import settings as org_settings
 from api.solver_process import WorkerLost, start_solves
+from api.store.backends import shown_target
 from api.store.records import Retention, Store
 from api.store.sqlite import SqliteStore
 from api.tick_work import HeadExplaining, TickFn, service_forecast, solver_tick, worker_ready
@@ -66,15 +66,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.store = store or await asyncio.to_thread(SqliteStore, settings.db_path)
+        app.state.store = store or await asyncio.to_thread(SqliteStore, settings.database)
         # Explanations get the service's model budget and no wall-clock guard, so their
         # answers do not depend on the load.
         explain_options = TickOptions(time_limit_s=settings.time_limit_s)
-        # A worker reads an SQLite store's file itself; any other store's snapshot is read
-        # here and sent to it.
-        snapshot_file = (
-            Path(app.state.store.path) if isinstance(app.state.store, SqliteStore) else None
-        )
+        # A worker reads the store's database itself (a reader-only connection); another
+        # kind of store's snapshot is read here and sent to it.
+        database = app.state.store.target if isinstance(app.state.store, SqliteStore) else None
         tick_solves = start_solves(settings.tick_worker, "tick", settings.timeout_s)
         # Ready before the server is: the worker's imports do not compete with the first
         # requests. The explanation worker starts at the first request for an explanation
@@ -90,7 +88,7 @@ def create_app(
             settings.period_s,
             HeadExplaining(explain_options, settings.head_explain_budget_s),
             tick_solves,
-            snapshot_file if tick_solves.copies else None,
+            database if tick_solves.copies else None,
             # A replaced engine's results need not be the engine's, so nothing to replay.
             None if tick_fn else service_forecast(settings.period_s, settings.time_limit_s),
         )
@@ -99,7 +97,7 @@ def create_app(
             app.state.ticker,
             explain_solves,
             explain_options,
-            snapshot_file if explain_solves.copies else None,
+            database if explain_solves.copies else None,
         )
         app.state.metrics = ServiceMetrics(
             app.state.store, app.state.ticker, app.state.explanations
@@ -123,7 +121,7 @@ def create_app(
             log.info("auth: bearer tokens from %s", settings.auth_file)
         log.info(
             "tick service on %s: a tick every %.2f s, solver limit %.2f s, solving in a %s%s",
-            settings.db_path,
+            shown_target(str(settings.database)),
             settings.period_s,
             settings.time_limit_s,
             settings.tick_worker.value,

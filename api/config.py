@@ -19,7 +19,10 @@ class TickWorker(StrEnum):
 class ServiceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    db_path: Path = Path("sluice.db")
+    database: str | Path = Field(
+        default=Path("sluice.db"),
+        description="A SQLite file, or a postgresql:// URL (api.store.backends).",
+    )
     period_s: PositiveFloat = 2.0
     tick_time_limit_s: PositiveFloat | None = Field(
         default=None,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from datetime import UTC, datetime
-from pathlib import Path
 
 from api.solver_process import Solves
 from api.store.records import ActionRecord, Phase, Store
@@ -46,13 +45,13 @@ class ActionExplanations:
         ticker: TickLoop,
         solves: Solves,
         options: TickOptions,
-        snapshot_file: Path | None = None,
+        database: str | None = None,
         size: int = CACHED_PER_TICK,
     ) -> None:
-        """`snapshot_file`: the store's file, which `solves` (a worker process) reads the store
-        from itself; None: the snapshot is read here."""
+        """`database`: the store's (a SQLite file or a PostgreSQL URL), which `solves` (a
+        worker process) reads the store from itself; None: the snapshot is read here."""
         self.store = store
-        self.snapshot_file = snapshot_file
+        self.database = database
         self.ticker = ticker
         self.solves = solves
         self.options = options
@@ -74,7 +73,7 @@ class ActionExplanations:
                 return cached
             tick = self._tick
             explanation = await self._solve(action_id)
-            if self.ticker.stats.ticks == tick:  # not already superseded by a newer tick
+            if self.ticker.stats.last_number == tick:  # not already superseded by a newer tick
                 self._cached[action_id] = explanation
                 if len(self._cached) > self.size:
                     self._cached.popitem(last=False)
@@ -83,8 +82,8 @@ class ActionExplanations:
     def _current(self, action_id: str) -> Explanation | None:
         """The answer kept for this tick, if any; a new tick drops the last one's. Called on
         the event loop only, so the cache needs no lock of its own."""
-        if self.ticker.stats.ticks != self._tick:
-            self._tick = self.ticker.stats.ticks
+        if self.ticker.stats.last_number != self._tick:
+            self._tick = self.ticker.stats.last_number
             self._cached.clear()
         return self._cached.get(action_id)
 
@@ -99,8 +98,8 @@ class ActionExplanations:
             )
         now = datetime.now(UTC)
         self.solves_run += 1
-        if self.snapshot_file is not None:
-            return await self._solve_in_worker(str(self.snapshot_file), now, record, failed)
+        if self.database is not None:
+            return await self._solve_in_worker(self.database, now, record, failed)
         snapshot = await asyncio.to_thread(self.store.read_snapshot, now)
         if failed:
             return await self.solves.run(

@@ -43,6 +43,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from api.explanation_cache import ActionExplanations
+from api.leader import Leadership
 from api.schemas.job_queues import JobQueuePublic
 from api.schemas.queues import QueuePublic
 from api.store.records import Store
@@ -64,6 +65,12 @@ TICK_COUNTERS = (
         "sluice_ticks_overtaken",
         "Ticks not applied because the store changed since their snapshot (process counter).",
         "overtaken",
+    ),
+    (
+        "sluice_ticks_fenced",
+        "Ticks not applied because another replica took the leader lease meanwhile (process"
+        " counter).",
+        "fenced",
     ),
     (
         "sluice_tick_rejected_actions",
@@ -96,6 +103,11 @@ TICK_GAUGES: tuple[tuple[str, str, Callable[[TickStats], float]], ...] = (
         "sluice_tick_skipped_pools",
         "Node pools the last tick left out: a value beyond what the engine can hold (logged).",
         lambda stats: stats.skipped_pools,
+    ),
+    (
+        "sluice_last_tick",
+        "The number of the last tick any leader wrote back (ticks since the database began).",
+        lambda stats: stats.last_number,
     ),
 )
 
@@ -260,9 +272,24 @@ def tick_metric_families(stats: TickStats) -> Iterator[Metric]:
     if stats.last_finished_at is not None:
         yield GaugeMetricFamily(
             "sluice_last_tick_timestamp_seconds",
-            "When the last tick was written back (Unix time).",
+            "When the last tick was written back, by any leader (Unix time).",
             stats.last_finished_at.timestamp(),
         )
+
+
+def leader_metric_families(leadership: Leadership) -> Iterator[Metric]:
+    """Whether this replica leads, and at which epoch (api.leader)."""
+    epoch = leadership.current()
+    yield GaugeMetricFamily(
+        "sluice_leader",
+        "1 while this replica holds the leader lease and ticks.",
+        int(epoch is not None),
+    )
+    yield GaugeMetricFamily(
+        "sluice_leader_epoch",
+        "The lease epoch this replica last led at (0: never).",
+        leadership.epoch or 0,
+    )
 
 
 def _quota_metrics(
@@ -363,6 +390,7 @@ class SluiceCollector(Collector):
             " per tick (blocked heads are explained by the tick itself; process counter).",
             self.explanations.solves_run,
         )
+        yield from leader_metric_families(self.ticker.leadership)
         yield from _quota_metrics(
             job_queue_views(self.store, self.ticker), self.store.preemption_totals()
         )

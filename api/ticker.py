@@ -8,6 +8,10 @@ the event loop nor the request threads wait on it. A tick whose snapshot the sto
 past is refused at write-back (api.store.records.SnapshotOvertaken): it is counted, not a
 failure, and the next tick re-plans. A worker that dies or overruns fails its tick, and
 the next tick runs in a new worker.
+
+Only the replica that holds the leader lease ticks (api.leader); the others follow: they
+read the last tick any leader wrote back from the database, so their watchers and views
+see every tick too.
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
+from api.leader import Leadership
 from api.solver_process import Solves, ThreadSolves
-from api.store.records import AppliedTick, SnapshotOvertaken, Store
+from api.store.records import AppliedTick, LeaseLost, SnapshotOvertaken, Store
 from api.tick_work import (
     ForecastFn,
     Forecasting,
@@ -32,6 +36,7 @@ from api.tick_work import (
     solve_from_file,
     solve_tick,
 )
+from models.errors import SluiceError
 from models.explanation import Explanation
 from models.forecast import LearnedDurations, StartForecast
 from models.result import TickResult, WaitingAction
@@ -45,6 +50,7 @@ class TickStats:
     failures: int = 0
     overruns: int = 0
     overtaken: int = 0  # ticks refused at write-back: the store changed since their snapshot
+    fenced: int = 0  # ticks refused at write-back: another replica took the lease meanwhile
     # Input the engine or the store could not represent, isolated so the line goes on: actions
     # failed for it (since start), node pools the last tick left out.
     rejected_actions: int = 0
@@ -53,7 +59,8 @@ class TickStats:
     workers_replaced: int = 0  # tick workers that died or overran, and were replaced
     worker_pid: int | None = None  # the process that solved the last tick
     last_duration_s: float = 0.0  # snapshot + solve + write-back of the last tick
-    last_finished_at: datetime | None = None
+    last_finished_at: datetime | None = None  # of the last tick any leader wrote back
+    last_number: int = 0  # that tick's number in the database (the watch stream's event id)
     last_error: str | None = None
     phases_s: dict[str, float] = field(default_factory=dict)
 
@@ -68,20 +75,21 @@ class TickLoop:
         period_s: float,
         heads: HeadExplaining,
         solves: Solves | None = None,
-        snapshot_file: Path | None = None,
+        database: str | None = None,
         forecast_fn: ForecastFn | None = None,
     ) -> None:
-        """`snapshot_file`: the store's file, which `solves` (a worker process) reads each
-        tick's snapshot from itself; None: the snapshot is read here (and sent to the worker
-        pickled, for a store without a file). `forecast_fn`: start forecasts of the waiting
+        """`database`: the store's (a SQLite file or a PostgreSQL URL), which `solves` (a
+        worker process) reads each tick's snapshot from itself; None: the snapshot is read
+        here and sent to the worker pickled. `forecast_fn`: start forecasts of the waiting
         actions, made beside the solve (api.tick_work); None: no forecasts."""
         self.store = store
+        self.leadership = Leadership(store, period_s)
         self.tick_fn = tick_fn
         self.forecast_fn = forecast_fn
         self.period_s = period_s
         self.heads = heads
         self.solves = solves or ThreadSolves()
-        self.snapshot_file = snapshot_file
+        self.database = database
         self.stats = TickStats()
         self.last_result: TickResult | None = None
         self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
@@ -97,17 +105,63 @@ class TickLoop:
         self.on_tick: list[Callable[[TickStats], None]] = []
         self._ticked = asyncio.Condition()
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()  # the next tick starts now: stopping, or just elected
         self._one_at_a_time = asyncio.Lock()  # ticks never overlap, whoever starts them
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # triggers, deadlines
 
     def stop(self) -> None:
         """End `run_forever` after the tick in progress (if any) has been written back."""
         self._stopping.set()
+        self._wake.set()
 
     async def run_forever(self) -> None:
+        keeper = asyncio.create_task(self._keep_lease(), name="leader-lease")
+        try:
+            await self._tick_forever()
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            await asyncio.to_thread(self.leadership.release)
+
+    async def _keep_lease(self) -> None:
+        """Renew the lease (or try to take it) a few times a period; while another replica
+        leads, pick up each tick it writes back."""
+        while True:
+            before = self.leadership.epoch
+            epoch = await asyncio.to_thread(self.leadership.hold)
+            if epoch is None:
+                await self.follow()
+            elif epoch != before:  # just elected: tick now, not a period from now
+                self._wake.set()
+            await asyncio.sleep(self.leadership.renew_every_s)
+
+    async def follow(self) -> None:
+        """Take the last tick from the database if it is newer than the one shown, and wake
+        the watchers."""
+        try:
+            last = await asyncio.to_thread(self.store.last_tick, self.stats.last_number)
+        except SluiceError as error:
+            log.warning("could not read the last tick: %s", error.message)
+            return
+        if last.number <= self.stats.last_number or last.result is None:
+            return
+        self.stats.last_finished_at = last.finished_at
+        await self._show(last.result, last.number)
+
+    async def _show(self, result: TickResult, number: int) -> None:
+        """Make `result` the tick views and metrics show, and wake the watchers."""
+        async with self._ticked:
+            self.last_result = result
+            self.waiting = {entry.action: entry for entry in result.waiting}
+            self.stats.last_number = number
+            self._ticked.notify_all()
+
+    async def _tick_forever(self) -> None:
         while not self._stopping.is_set():
             started = time.perf_counter()
             await self.run_once()
+            self._wake.clear()  # a wake-up while it ran (elected meanwhile) is served by it
             elapsed = time.perf_counter() - started
             if elapsed > self.period_s:
                 self.stats.overruns += 1
@@ -118,17 +172,28 @@ class TickLoop:
                     self.period_s,
                     extra={"tick": self.stats.ticks},
                 )
+            if self._stopping.is_set():
+                break
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._stopping.wait(), timeout=max(0.0, self.period_s - elapsed)
-                )
+                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, self.period_s - elapsed))
 
     async def run_once(self) -> TickResult | None:
         """One tick; a failure is logged and counted, and the loop goes on."""
         async with self._one_at_a_time:
             started = time.perf_counter()
+            epoch = self.leadership.current()
+            if epoch is None:
+                epoch = await asyncio.to_thread(self.leadership.hold)
+            if epoch is None:  # another replica leads
+                await self.follow()
+                return None
             try:
-                solved, applied, phases = await self._tick()
+                solved, applied, phases = await self._tick(epoch)
+            except LeaseLost as error:
+                self.stats.fenced += 1
+                self.leadership.lost()
+                log.warning("tick not applied: %s", error.message)
+                return None
             except SnapshotOvertaken as error:
                 self.stats.overtaken += 1
                 log.info(  # expected after a change
@@ -159,14 +224,11 @@ class TickLoop:
         self.stats.last_error = None
         self.stats.worker_pid = solved.worker_pid
         self.stats.workers_replaced = self.solves.replaced
-        self.last_result = result
-        self.waiting = {entry.action: entry for entry in result.waiting}
         self.head_explanations = solved.head_explanations
         self.forecasts = solved.forecasts
         self.deadline_exceeded, self._expired = self._expired, {}
-        async with self._ticked:
-            self.stats.ticks += 1
-            self._ticked.notify_all()
+        self.stats.ticks += 1
+        await self._show(result, applied.number)
         for listener in self.on_tick:
             listener(self.stats)
         log.debug(
@@ -185,30 +247,32 @@ class TickLoop:
         )
         return result
 
-    def _before_snapshot(self) -> None:
+    def _before_snapshot(self, epoch: int) -> None:
         """Fail scheduled and running actions whose deadline has come and stop reusable pools
         idle past their idle_timeout (their charges free up for this tick), then submit the
         runs of triggers due by now, so this tick plans them.
 
         A trigger's time more than two periods old (at least a second) passed while the
-        service was down, or while ticks overran: the trigger's catch_up decides."""
+        service was down, or while ticks overran: the trigger's catch_up decides. Each of
+        these writes commits only while this replica leads at `epoch`."""
         now = self.clock()
-        for action_id in self.store.expire_deadlines(now):
+        for action_id in self.store.expire_deadlines(now, epoch=epoch):
             queue = self.store.get_action(action_id).action.queue
             self._expired.setdefault(queue, []).append(action_id)
-        self.store.stop_idle_environments(now)
-        self.store.fire_triggers(now, timedelta(seconds=max(2 * self.period_s, 1.0)))
+        self.store.stop_idle_environments(now, epoch=epoch)
+        grace = timedelta(seconds=max(2 * self.period_s, 1.0))
+        self.store.fire_triggers(now, grace, epoch=epoch)
 
-    async def _tick(self) -> tuple[SolvedTick, AppliedTick, dict[str, float]]:
+    async def _tick(self, epoch: int) -> tuple[SolvedTick, AppliedTick, dict[str, float]]:
         """Solve in the worker, which reads the snapshot itself; or, in thread mode, read and
         solve in threads here. Either way the write-back runs here, in a thread.
 
         `handoff` is the worker call's time beyond its read, solve and explanations:
         starting the call and decoding the answer (the pre-tick writes are in no phase)."""
-        await asyncio.to_thread(self._before_snapshot)
+        await asyncio.to_thread(self._before_snapshot, epoch)
         forecasting = await asyncio.to_thread(self._forecasting)
         clock = time.perf_counter()
-        if self.snapshot_file is None:
+        if self.database is None:
             planned = await asyncio.to_thread(self.store.read_tick_input, datetime.now(UTC))
             read_s = time.perf_counter() - clock
             solved = await self.solves.run(
@@ -218,14 +282,16 @@ class TickLoop:
         else:
             now = datetime.now(UTC)
             answer = await self.solves.run(
-                solve_from_file, str(self.snapshot_file), now, self.tick_fn, self.heads, forecasting
+                solve_from_file, self.database, now, self.tick_fn, self.heads, forecasting
             )
             solved = await asyncio.to_thread(answer.decode)
             generation, read_s = answer.generation, answer.read_s
             rejected = await asyncio.to_thread(self.store.fail_unreadable, answer.unreadable, now)
         self.stats.rejected_actions += rejected
         returned = time.perf_counter()
-        applied = await asyncio.to_thread(self.store.apply_tick, solved.result, generation)
+        applied = await asyncio.to_thread(
+            self.store.apply_tick, solved.result, generation, epoch=epoch
+        )
         phases = {
             "snapshot": read_s,
             "solve": solved.solve_s,
@@ -244,7 +310,8 @@ class TickLoop:
         return Forecasting(self.forecast_fn, LearnedDurations.learn(self.store.finished_runs()))
 
     async def wait_for_tick(self, after: int) -> int:
-        """Wait until more than `after` ticks have completed; return the count."""
+        """Wait until a tick numbered past `after` has been written back (by any leader);
+        return its number."""
         async with self._ticked:
-            await self._ticked.wait_for(lambda: self.stats.ticks > after)
-            return self.stats.ticks
+            await self._ticked.wait_for(lambda: self.stats.last_number > after)
+            return self.stats.last_number

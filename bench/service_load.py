@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import math
 import os
 import re
@@ -47,21 +48,31 @@ class Server:
     tick_worker: str  # its --tick-worker, or "default" for none
 
 
+DEFAULT_SERVER = Server(SLUICE, "default")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def _start(db: Path, period_s: float, server: Server) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    command = [server.sluice, "serve", "--db", str(db), "--port", str(port)]
+def start_server(
+    db: str,
+    period_s: float,
+    log_dir: Path,
+    port: int | None = None,
+    server: Server = DEFAULT_SERVER,
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`sluice serve` on `db` (a file or a postgresql:// URL); its process and URL."""
+    port = port or _free_port()
+    command = [server.sluice, "serve", "--db", db, "--port", str(port)]
     if server.tick_worker != "default":
         command += ["--tick-worker", server.tick_worker]
     process = subprocess.Popen(
         [*command, "--period", str(period_s)],
         stdout=subprocess.DEVNULL,
-        stderr=(db.parent / "server.log").open("wb"),
+        stderr=(log_dir / f"server.{port}.log").open("wb"),
     )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -74,14 +85,21 @@ def _start(db: Path, period_s: float, server: Server) -> tuple[subprocess.Popen[
     raise SystemExit("server did not start")
 
 
-async def _submissions_per_second(url: str, seconds: float, concurrency: int) -> float:
-    """Single-action POSTs from `concurrency` concurrent callers for `seconds`."""
+async def submissions_per_second(urls: list[str], seconds: float, concurrency: int) -> float:
+    """Single-action POSTs from `concurrency` concurrent callers for `seconds`, the callers
+    spread evenly over the servers at `urls`."""
     done = 0
     stop_at = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(base_url=url, limits=limits, timeout=30)
+            )
+            for url in urls
+        ]
 
-        async def caller() -> None:
+        async def caller(client: httpx.AsyncClient) -> None:
             nonlocal done
             body = {"queue": "load", "containers": [{"resources": {"cpu": "1", "memory": "1Gi"}}]}
             while time.perf_counter() < stop_at:
@@ -90,7 +108,7 @@ async def _submissions_per_second(url: str, seconds: float, concurrency: int) ->
                 done += 1
 
         started = time.perf_counter()
-        await asyncio.gather(*(caller() for _ in range(concurrency)))
+        await asyncio.gather(*(caller(clients[i % len(clients)]) for i in range(concurrency)))
         return done / (time.perf_counter() - started)
 
 
@@ -183,7 +201,7 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
             f" ratio {p99_during / p99_outside:.2f}x"
         )
         cpu_before = _cpu_seconds(pid)
-        rate = asyncio.run(_submissions_per_second(url, args.seconds, args.concurrency))
+        rate = asyncio.run(submissions_per_second([url], args.seconds, args.concurrency))
         server_ms = 1000 * (_cpu_seconds(pid) - cpu_before) / (rate * args.seconds)
         print(
             f"  durable submissions with {waiting:,} queued: {rate:,.0f}/s sustained over"
@@ -259,7 +277,7 @@ def _cpu_seconds(pid: int) -> float:
 @contextmanager
 def _server(db: Path, period_s: float, server: Server) -> Iterator[tuple[str, int]]:
     """A fresh server with the bench fleet and queues: its URL and process id."""
-    process, url = _start(db, period_s, server)
+    process, url = start_server(str(db), period_s, db.parent, server=server)
     try:
         httpx.put(f"{url}/clusters/east", json=EAST_LOAD).raise_for_status()
         for queue in LOAD_QUEUES:

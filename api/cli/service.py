@@ -134,10 +134,10 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
 )
 @click.option(
     "--db",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=Path("sluice.db"),
+    default="sluice.db",
     show_default=True,
-    help="The SQLite file holding all state (created if missing).",
+    help="Where all state is: a SQLite file (created if missing), or a PostgreSQL database"
+    " as postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME, which many replicas share.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on.")
@@ -215,7 +215,7 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
     help="json: one object a line, with the tick number and action ids as fields.",
 )
 def serve(
-    db: Path,
+    db: str,
     host: str,
     port: int,
     period: float,
@@ -233,16 +233,17 @@ def serve(
     log_level: str,
     log_format: str,
 ) -> None:
-    """Run the tick service: REST API (docs at /docs), tick loop, SQLite store.
+    """Run the tick service: REST API (docs at /docs), tick loop, SQLite or PostgreSQL store.
 
     Every option can also be set from the environment as SLUICE_<OPTION> (SLUICE_DB,
     SLUICE_PORT, SLUICE_TIME_LIMIT, ...) or from a --config file; the effective
     configuration is printed at start.
 
     Without --auth every caller is an admin, so the server listens only on loopback
-    unless --insecure is given. The store is opened (and its file locked, see
-    api.store.connection) before the port is bound: a second server on the same
-    file stops here with the pid of the one that holds it.
+    unless --insecure is given. The store is opened (and a SQLite file locked, see
+    api.store.backends) before the port is bound: a second server on the same file
+    stops here with the pid of the one that holds it. Any number of servers may share
+    one PostgreSQL database: each serves the whole API, and one at a time ticks.
     """
     if auth is None and not insecure and not is_loopback(host):
         raise InvalidInput(
@@ -255,6 +256,7 @@ def serve(
     import uvicorn
 
     from api.app import create_app
+    from api.store.backends import shown_target
     from api.store.sqlite import SqliteStore
 
     handler = logging.StreamHandler()
@@ -265,7 +267,7 @@ def serve(
     )
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
     settings = ServiceSettings(
-        db_path=db,
+        database=db,
         period_s=period,
         tick_time_limit_s=time_limit,
         tick_worker=TickWorker(tick_worker),
@@ -279,9 +281,10 @@ def serve(
         demo=demo,
     )
     effective = {
-        "db": db, "host": host, "port": port, "period": period, "time_limit": settings.time_limit_s,
-        "tick_worker": tick_worker, "tick_timeout": settings.timeout_s, "demo": demo,
-        "auth": auth, "insecure": insecure, "max_body_bytes": max_body_bytes,
+        "db": shown_target(db), "host": host, "port": port, "period": period,
+        "time_limit": settings.time_limit_s, "tick_worker": tick_worker,
+        "tick_timeout": settings.timeout_s, "demo": demo, "auth": auth, "insecure": insecure,
+        "max_body_bytes": max_body_bytes,
         "max_watchers": max_watchers, "watch_keepalive": watch_keepalive,
         "retain_for": format_duration(retain_for) if retain_for else "forever",
         "retain_finished": retain_finished or "unlimited",
@@ -294,7 +297,8 @@ def serve(
         app = create_app(settings, store=store)
         access = f"tokens from {auth}" if auth else "OPEN: no --auth, every caller is an admin"
         click.echo(
-            f"Sluice on http://{host}:{port} (API docs at /docs), state in {db}, {access}",
+            f"Sluice on http://{host}:{port} (API docs at /docs), state in {shown_target(db)},"
+            f" {access}",
             err=True,
         )
         uvicorn.run(

@@ -20,12 +20,17 @@ router = APIRouter(tags=["ops"])
 
 class Health(BaseModel):
     status: str  # "ok", or "degraded" when the last tick failed
-    ticks: int
-    last_tick_at: Timestamp | None
+    ticks: int  # ticks this replica wrote back since it started
+    last_tick: int = Field(description="The last tick any leader wrote back (its number).")
+    last_tick_at: Timestamp | None = Field(description="When any leader wrote it back.")
     last_tick_s: float
     last_error: str | None
     worker_pid: int | None = Field(
         description="the process that solved the last tick (the server's own in thread mode)"
+    )
+    leading: bool = Field(description="Whether this replica holds the leader lease and ticks.")
+    epoch: int | None = Field(
+        description="The lease epoch this replica leads at; null while another replica leads."
     )
 
 
@@ -33,13 +38,17 @@ class Health(BaseModel):
 def healthz(ticker: TickerDep) -> JSONResponse:
     """No token needed. 503 while the last tick failed."""
     stats = ticker.stats
+    epoch = ticker.leadership.current()
     health = Health(
         status="degraded" if stats.last_error else "ok",
         ticks=stats.ticks,
+        last_tick=stats.last_number,
         last_tick_at=stats.last_finished_at,
         last_tick_s=stats.last_duration_s,
         last_error=stats.last_error,
         worker_pid=stats.worker_pid,
+        leading=epoch is not None,
+        epoch=epoch,
     )
     return JSONResponse(
         health.model_dump(mode="json"), status_code=503 if stats.last_error else 200

@@ -59,7 +59,7 @@ async def _events(
     every keepalive_s, so a proxy does not cut an idle stream. Gives its slot back when the
     stream ends or the caller goes away."""
     try:
-        seen = ticker.stats.ticks
+        seen = ticker.stats.last_number
         sent = 0
         while True:
             try:

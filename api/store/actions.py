@@ -8,14 +8,15 @@ head_blocked_since, an environment's running and placement).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from api.store.backends import Conn, DuplicateKey
 from api.store.connection import (
     SqliteFile,
     bump_generation,
+    check_epoch,
     read_page,
     read_time,
     stored_time,
@@ -94,7 +95,7 @@ class SqliteActions(SqliteFile):
         return QueueRecord(queue=queue, draining=bool(draining))
 
     @staticmethod
-    def _fetch_queue(conn: sqlite3.Connection, name: str) -> QueueRecord:
+    def _fetch_queue(conn: Conn, name: str) -> QueueRecord:
         row = conn.execute(
             "SELECT body, draining, head_blocked_since FROM queues WHERE name = ?", (name,)
         ).fetchone()
@@ -103,7 +104,7 @@ class SqliteActions(SqliteFile):
         return SqliteActions._queue_record(row)
 
     @staticmethod
-    def _check_routes(conn: sqlite3.Connection, queue: Queue) -> None:
+    def _check_routes(conn: Conn, queue: Queue) -> None:
         for cluster in queue.clusters or []:
             if conn.execute("SELECT 1 FROM clusters WHERE name = ?", (cluster,)).fetchone() is None:
                 raise InvalidInput(
@@ -120,7 +121,7 @@ class SqliteActions(SqliteFile):
                     "INSERT INTO queues (name, body) VALUES (?, ?)",
                     (queue.name, queue_body(queue)),
                 )
-            except sqlite3.IntegrityError:
+            except DuplicateKey:
                 raise AlreadyExists(f"queue {queue.name!r} already exists", field="name") from None
             bump_generation(conn)
         return QueueRecord(queue=queue, draining=False)
@@ -203,12 +204,16 @@ class SqliteActions(SqliteFile):
         """Per queue: actions submitted, scheduled and failed (by code), and how long the
         scheduled ones waited, bucketed at `bounds_s`; one scan of the table, plus what
         the finished actions pruned from it counted (api.store.retention)."""
-        wait = "(julianday(scheduled_at) - julianday(submitted_at)) * 86400.0"
-        buckets = "".join(f", COALESCE(SUM({wait} <= ?), 0)" for _ in bounds_s)
         with self._read() as conn:
+            dialect = conn.dialect
+            wait = f"({dialect.seconds('scheduled_at')} - {dialect.seconds('submitted_at')})"
+            buckets = "".join(
+                f", CAST(COALESCE(SUM(CASE WHEN {wait} <= ? THEN 1 ELSE 0 END), 0) AS INTEGER)"
+                for _ in bounds_s
+            )
             rows = conn.execute(
                 "SELECT queue, COUNT(*), COUNT(scheduled_at),"
-                f" COALESCE(SUM({wait}), 0.0){buckets} FROM actions GROUP BY queue",
+                f" CAST(COALESCE(SUM({wait}), 0.0) AS REAL){buckets} FROM actions GROUP BY queue",
                 bounds_s,
             ).fetchall()
             failures = conn.execute(
@@ -234,7 +239,7 @@ class SqliteActions(SqliteFile):
     # -- clusters ------------------------------------------------------------------------------
 
     @staticmethod
-    def _check_placements_fit(conn: sqlite3.Connection, cluster: Cluster) -> None:
+    def _check_placements_fit(conn: Conn, cluster: Cluster) -> None:
         """Refuse a cluster change that would strand a placed action or pool."""
         pools = {pool.name: pool for pool in cluster.node_pools}
         rows = conn.execute(
@@ -389,19 +394,22 @@ class SqliteActions(SqliteFile):
             )
         return self._environment_record((row[0], 0, None, row[3]))
 
-    def stop_idle_environments(self, now: datetime) -> list[str]:
+    def stop_idle_environments(self, now: datetime, *, epoch: int | None = None) -> list[str]:
         """Stop every running pool whose idle_timeout has passed since its last action
         finished, with none scheduled or running since: its charges are freed, and the next
-        action starts it cold (it must fit the caps again). Executors see it stopped."""
+        action starts it cold (it must fit the caps again). Executors see it stopped. Only
+        the leader at `epoch` does this (api.store.leadership)."""
         stopped = []
         with self._write() as conn:
+            check_epoch(conn, epoch)
             for name, idle_timeout_s in conn.execute(
                 "SELECT name, idle_timeout_s FROM environments"
                 " WHERE running = 1 AND idle_timeout_s IS NOT NULL ORDER BY name"
             ).fetchall():
                 idle_timeout = timedelta(seconds=idle_timeout_s)
                 live, last = conn.execute(
-                    "SELECT SUM(phase IN ('scheduled', 'running')), MAX(finished_at)"
+                    "SELECT COUNT(CASE WHEN phase IN ('scheduled', 'running') THEN 1 END),"
+                    " MAX(finished_at)"
                     " FROM actions WHERE environment = ?",
                     (name,),
                 ).fetchone()
@@ -421,7 +429,7 @@ class SqliteActions(SqliteFile):
     # -- actions -------------------------------------------------------------------------------
 
     @staticmethod
-    def _insert_actions(conn: sqlite3.Connection, actions: list[Action]) -> None:
+    def _insert_actions(conn: Conn, actions: list[Action]) -> None:
         """Check and insert one submission; api.store.sqlite's group commit calls this inside
         the submission's savepoint, so a refusal undoes only this submission."""
         queues: dict[str, QueueRecord] = {}
@@ -469,32 +477,35 @@ class SqliteActions(SqliteFile):
                     f" {action.queue}",
                     field="queue",
                 )
-        try:
-            conn.executemany(
-                "INSERT INTO actions (id, queue, phase, body, environment, submitted_at,"
-                " deadline_at) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
-                [
-                    (
-                        action.id,
-                        action.queue,
-                        action.model_dump_json(exclude={"state", "placement"}),
-                        action.environment,
-                        stored_time(action.submitted_at),
-                        stored_time(action.deadline_at()),
-                    )
-                    for action in actions
-                ],
-            )
-        except sqlite3.IntegrityError:
-            taken = [
-                action.id
-                for action in actions
-                if conn.execute("SELECT 1 FROM actions WHERE id = ?", (action.id,)).fetchone()
+        ids = [action.id for action in actions]
+        taken = [action_id for action_id in ids if ids.count(action_id) > 1]
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            taken += [
+                row[0]
+                for row in conn.execute(
+                    f"SELECT id FROM actions WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
             ]
-            ids = taken or [a.id for a in actions]
+        if taken:
             raise AlreadyExists(
-                f"action {ids[0]!r} already exists (ids must be unique)", field="id"
-            ) from None
+                f"action {taken[0]!r} already exists (ids must be unique)", field="id"
+            )
+        conn.executemany(
+            "INSERT INTO actions (id, queue, phase, body, environment, submitted_at,"
+            " deadline_at) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+            [
+                (
+                    action.id,
+                    action.queue,
+                    action.model_dump_json(exclude={"state", "placement"}),
+                    action.environment,
+                    stored_time(action.submitted_at),
+                    stored_time(action.deadline_at()),
+                )
+                for action in actions
+            ],
+        )
 
     _ACTION_COLUMNS = (
         "body, phase, placement, code, message, scheduled_at, started_at, finished_at, queue_source"
@@ -515,7 +526,7 @@ class SqliteActions(SqliteFile):
             queue_source=QueueSource(source) if source else None,
         )
 
-    def _fetch_action(self, conn: sqlite3.Connection, action_id: str) -> ActionRecord:
+    def _fetch_action(self, conn: Conn, action_id: str) -> ActionRecord:
         row = conn.execute(
             f"SELECT {self._ACTION_COLUMNS} FROM actions WHERE id = ?", (action_id,)
         ).fetchone()
@@ -537,13 +548,14 @@ class SqliteActions(SqliteFile):
         listing: Listing = FIRST_PAGE,
     ) -> Page[ActionRecord]:
         """A page of actions in arrival order, filtered; executors poll `phase=scheduled`."""
-        filters: list[tuple[str, object]] = [
-            ("queue = ?", queue),
-            ("phase = ?", None if phase is None else phase.value),
-            ("cluster = ?", cluster),
-            ("COALESCE(json_extract(body, '$.run'), id) = ?", run),  # a run defaults to the id
-        ]
         with self._read() as conn:
+            filters: list[tuple[str, object]] = [
+                ("queue = ?", queue),
+                ("phase = ?", None if phase is None else phase.value),
+                ("cluster = ?", cluster),
+                # a run defaults to the id
+                (f"COALESCE({conn.dialect.json_text('body', 'run')}, id) = ?", run),
+            ]
             rows, next_after = read_page(
                 conn, f"SELECT seq, {self._ACTION_COLUMNS} FROM actions", filters, listing
             )
@@ -628,9 +640,10 @@ class SqliteActions(SqliteFile):
         runs: list[FinishedRun] = []
         with self._read() as conn:
             queues = [name for (name,) in conn.execute("SELECT name FROM queues ORDER BY name")]
+            task_field = conn.dialect.json_text("body", "task")
             for queue in queues:
                 rows = conn.execute(
-                    "SELECT json_extract(body, '$.task'), COALESCE(started_at, scheduled_at),"
+                    f"SELECT {task_field}, COALESCE(started_at, scheduled_at),"
                     " finished_at FROM actions WHERE queue = ? AND phase = 'succeeded'"
                     " ORDER BY seq DESC LIMIT ?",
                     (queue, LEARNED_WINDOW),
@@ -641,12 +654,14 @@ class SqliteActions(SqliteFile):
                         runs.append(FinishedRun(queue, task, (end - start).total_seconds()))
         return runs
 
-    def expire_deadlines(self, now: datetime) -> list[str]:
+    def expire_deadlines(self, now: datetime, *, epoch: int | None = None) -> list[str]:
         """Fail every scheduled or running action whose deadline has come: DEADLINE_EXCEEDED,
         its charges freed at once. Its executor learns it from the action's state (a report
         `failed` acknowledges; any other report is refused). Queued actions are the tick's:
-        it fails those whose deadline passed while they waited."""
+        it fails those whose deadline passed while they waited. Only the leader at `epoch`
+        does this (api.store.leadership)."""
         with self._write() as conn:
+            check_epoch(conn, epoch)
             rows = conn.execute(
                 "SELECT id, phase, deadline_at FROM actions WHERE deadline_at <= ?"
                 " AND phase IN ('scheduled', 'running') ORDER BY seq",
@@ -749,7 +764,7 @@ class SqliteActions(SqliteFile):
             bump_generation(conn)  # a tick planned on the old queues must not apply
             return [self._fetch_action(conn, action.id) for action in moved]
 
-    def _movable_by_id(self, conn: sqlite3.Connection, ids: list[str]) -> list[ActionRecord]:
+    def _movable_by_id(self, conn: Conn, ids: list[str]) -> list[ActionRecord]:
         """The queued actions `ids`, in arrival order; refused if one is not waiting."""
         records: list[tuple[int, ActionRecord]] = []
         for action_id in dict.fromkeys(ids):

@@ -17,11 +17,11 @@ place; the row remembers how often and, for the last time, why and for whom.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from api.store.backends import Conn, DuplicateKey
 from api.store.connection import (
     SqliteFile,
     bump_generation,
@@ -113,7 +113,7 @@ _NAMED: dict[type, tuple[str, str]] = {
 }
 
 
-def _named(conn: sqlite3.Connection, kind: type[_Named], name: str) -> _Named:
+def _named(conn: Conn, kind: type[_Named], name: str) -> _Named:
     table, key = _NAMED[kind]
     found = conn.execute(f"SELECT body FROM {table} WHERE name = ?", (name,)).fetchone()
     if found is None:
@@ -121,12 +121,12 @@ def _named(conn: sqlite3.Connection, kind: type[_Named], name: str) -> _Named:
     return kind.model_validate_json(found[0])
 
 
-def _all_named(conn: sqlite3.Connection, kind: type[_Named]) -> list[_Named]:
+def _all_named(conn: Conn, kind: type[_Named]) -> list[_Named]:
     rows = conn.execute(f"SELECT body FROM {_NAMED[kind][0]} ORDER BY name").fetchall()
     return [kind.model_validate_json(body) for (body,) in rows]
 
 
-def _stored_job_queues(conn: sqlite3.Connection) -> list[JobQueue]:
+def _stored_job_queues(conn: Conn) -> list[JobQueue]:
     rows = conn.execute("SELECT body FROM job_queues ORDER BY seq").fetchall()
     return [JobQueue.model_validate_json(body) for (body,) in rows]
 
@@ -176,9 +176,7 @@ class SqliteJobQueues(SqliteFile):
         with self._write() as conn:
             _named(conn, kind, name)
             users = [
-                queue.name
-                for queue in _stored_job_queues(conn)
-                if getattr(queue, used_as) == name
+                queue.name for queue in _stored_job_queues(conn) if getattr(queue, used_as) == name
             ]
             if users:
                 raise FailedPrecondition(
@@ -203,9 +201,7 @@ class SqliteJobQueues(SqliteFile):
 
     # -- job queues ------------------------------------------------------------------------------
 
-    def _records(
-        self, conn: sqlite3.Connection, names: Sequence[str] | None
-    ) -> list[JobQueueRecord]:
+    def _records(self, conn: Conn, names: Sequence[str] | None) -> list[JobQueueRecord]:
         policies = _all_named(conn, SchedulingPolicy)
         environments = _all_named(conn, ServiceEnvironment)
         queues = _stored_job_queues(conn)
@@ -217,7 +213,7 @@ class SqliteJobQueues(SqliteFile):
             if names is None or queue.name in names
         ]
 
-    def _check_queue(self, conn: sqlite3.Connection, queue: JobQueue) -> None:
+    def _check_queue(self, conn: Conn, queue: JobQueue) -> None:
         """Refuse what would make `queue` INVALID, naming the request's field."""
         policies = [_named(conn, SchedulingPolicy, queue.scheduling_policy)]
         environments = [_named(conn, ServiceEnvironment, queue.service_environment)]
@@ -327,7 +323,7 @@ class SqliteJobQueues(SqliteFile):
         """Preemptions per job queue, over every job the store holds."""
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT job_queue, SUM(preemptions) FROM jobs GROUP BY job_queue"
+                "SELECT job_queue, CAST(SUM(preemptions) AS INTEGER) FROM jobs GROUP BY job_queue"
             ).fetchall()
         return dict(rows)
 
@@ -366,14 +362,14 @@ class SqliteJobQueues(SqliteFile):
                         stored_time(job.submitted_at),
                     ),
                 )
-            except sqlite3.IntegrityError:
+            except DuplicateKey:
                 raise AlreadyExists(
                     f"job {job.id!r} already exists (ids must be unique)", field="id"
                 ) from None
             return self._job(conn, job.id)
 
     @staticmethod
-    def _job(conn: sqlite3.Connection, job_id: str) -> JobRecord:
+    def _job(conn: Conn, job_id: str) -> JobRecord:
         row = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise NotFound(f"job {job_id!r} does not exist", field="job")
@@ -472,7 +468,7 @@ class SqliteJobQueues(SqliteFile):
 # -- the tick (api.store.tick_io calls these inside its transactions) --------------------------
 
 
-def read_quota_snapshot(conn: sqlite3.Connection) -> dict[str, Any]:
+def read_quota_snapshot(conn: Conn) -> dict[str, Any]:
     """The job queues' Snapshot fields, read inside the snapshot's read transaction.
 
     SCHEDULED, STARTING and RUNNING jobs hold their instances since they were scheduled
@@ -497,7 +493,7 @@ def read_quota_snapshot(conn: sqlite3.Connection) -> dict[str, Any]:
     }
 
 
-def apply_quota_decisions(conn: sqlite3.Connection, result: QuotaTickResult) -> AppliedJobs:
+def apply_quota_decisions(conn: Conn, result: QuotaTickResult) -> AppliedJobs:
     """Write one tick's job decisions inside the tick's write transaction.
 
     Each applies only to a job still where the tick saw it: a job cancelled or

@@ -12,21 +12,12 @@ The SQL is standard (no SQLite-only functions): the waits of pruned actions are 
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 from datetime import datetime
 
+from api.store.backends import Conn
 from api.store.connection import SqliteFile, read_time, stored_time
 from api.store.records import UNSPECIFIED_CODE, ActionTotals, Retention
-
-RETENTION_SCHEMA = """
-CREATE TABLE IF NOT EXISTS retired_totals (   -- schema 5: what pruned actions counted
-    queue TEXT NOT NULL,
-    name TEXT NOT NULL,                     -- submitted, scheduled, wait_sum_s,
-    value REAL NOT NULL,                    -- wait_le:<seconds>, failed:<code>
-    PRIMARY KEY (queue, name)
-);
-"""
 
 FINISHED_SQL = "('succeeded', 'failed', 'cancelled')"
 PRUNE_BATCH = 5000  # actions deleted per transaction, so a first cleanup never holds the writer
@@ -88,7 +79,7 @@ class SqliteRetention(SqliteFile):
 
 
 def with_retired(
-    conn: sqlite3.Connection, totals: dict[str, ActionTotals], wait_bounds_s: tuple[float, ...]
+    conn: Conn, totals: dict[str, ActionTotals], wait_bounds_s: tuple[float, ...]
 ) -> dict[str, ActionTotals]:
     """`totals` of the actions table plus what pruned actions counted, per queue."""
     kept: dict[str, dict[str, float]] = {}

@@ -8,10 +8,10 @@ submission that gives the run another queue is refused, so a run has one queue f
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 
 from api.store.actions import SqliteActions
+from api.store.backends import Conn, DuplicateKey
 from api.store.connection import SqliteFile
 from models.errors import AlreadyExists, FailedPrecondition, NotFound
 from models.tasks import QueueSource, TaskTemplate
@@ -29,12 +29,12 @@ class SqliteTasks(SqliteFile):
                     "INSERT INTO tasks (name, body) VALUES (?, ?)",
                     (task.name, task.model_dump_json()),
                 )
-            except sqlite3.IntegrityError:
+            except DuplicateKey:
                 raise AlreadyExists(f"task {task.name!r} already exists", field="name") from None
         return task
 
     @staticmethod
-    def _fetch_task(conn: sqlite3.Connection, name: str) -> TaskTemplate:
+    def _fetch_task(conn: Conn, name: str) -> TaskTemplate:
         row = conn.execute("SELECT body FROM tasks WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise NotFound(f"task {name!r} does not exist", field="task")
@@ -63,7 +63,7 @@ class SqliteTasks(SqliteFile):
 
     @staticmethod
     def _record_routing(
-        conn: sqlite3.Connection,
+        conn: Conn,
         sources: Mapping[str, QueueSource],
         run_queues: Mapping[str, str],
     ) -> None:
@@ -71,7 +71,8 @@ class SqliteTasks(SqliteFile):
         queue the first time one is given (a different one later is refused)."""
         for run, queue in run_queues.items():
             conn.execute(
-                "INSERT OR IGNORE INTO run_queues (run, queue) VALUES (?, ?)", (run, queue)
+                "INSERT INTO run_queues (run, queue) VALUES (?, ?) ON CONFLICT (run) DO NOTHING",
+                (run, queue),
             )
             (kept,) = conn.execute("SELECT queue FROM run_queues WHERE run = ?", (run,)).fetchone()
             if kept != queue:

@@ -20,11 +20,13 @@ from api.store.actions import LIVE_SQL
 from api.store.connection import (
     SqliteFile,
     bump_generation,
+    check_epoch,
     read_generation,
     read_time,
     stored_time,
 )
 from api.store.job_queues import apply_quota_decisions, read_quota_snapshot
+from api.store.leadership import record_tick
 from api.store.records import AppliedJobs, AppliedTick, Phase, SnapshotOvertaken, TickInput
 from models.errors import ErrorCode
 from models.result import TickResult
@@ -240,7 +242,9 @@ class SqliteTickIO(SqliteFile):
         )
         return TickInput(snapshot=snapshot, generation=generation), invalid
 
-    def apply_tick(self, result: TickResult, generation: int) -> AppliedTick:
+    def apply_tick(
+        self, result: TickResult, generation: int, *, epoch: int | None = None
+    ) -> AppliedTick:
         """Write a tick's decisions back in one transaction: all of them or none.
 
         A decision applies only to an action still queued: one cancelled while the
@@ -257,11 +261,16 @@ class SqliteTickIO(SqliteFile):
         cancellations, executor reports and environment stops leave it alone: they only
         add work the tick did not plan on (and does not touch) or free room it did not
         use, and the per-action checks below cover the decisions on actions they end.
+
+        Before all that, the tick's leader must still hold the lease at `epoch`
+        (api.store.leadership; `LeaseLost` if another replica took it). The tick is kept
+        as the last tick, numbered, in the same transaction.
         """
         now = stored_time(result.now)
         stale: list[str] = []
         scheduled = failed = started = 0
         with self._write() as conn:
+            check_epoch(conn, epoch)
             current = read_generation(conn)
             if current != generation:
                 raise SnapshotOvertaken(
@@ -318,7 +327,9 @@ class SqliteTickIO(SqliteFile):
                 ],
             )
             jobs = apply_quota_decisions(conn, result.quota) if result.quota else AppliedJobs()
+            number = record_tick(conn, epoch, result)
         return AppliedTick(
+            number=number,
             scheduled=scheduled,
             failed=failed,
             environments_started=started,

@@ -10,12 +10,12 @@ trigger says (models.triggers.due_times decides which times those are).
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
 from api.store.actions import SqliteActions
-from api.store.connection import SqliteFile, read_time, stored_time
+from api.store.backends import Conn, DuplicateKey
+from api.store.connection import SqliteFile, check_epoch, read_time, stored_time
 from api.store.records import Firing, TriggerRecord
 from api.store.tasks import SqliteTasks
 from models.errors import AlreadyExists, NotFound, SluiceError
@@ -35,7 +35,7 @@ class SqliteTriggers(SqliteFile):
     (api.store.actions checks the queue's depth, draining and environments)."""
 
     @staticmethod
-    def _fetch_trigger(conn: sqlite3.Connection, name: str) -> tuple[Any, ...]:
+    def _fetch_trigger(conn: Conn, name: str) -> tuple[Any, ...]:
         row = conn.execute(
             f"SELECT {_TRIGGER_COLUMNS} FROM triggers WHERE name = ?", (name,)
         ).fetchone()
@@ -44,7 +44,7 @@ class SqliteTriggers(SqliteFile):
         return tuple(row)
 
     @staticmethod
-    def _trigger_record(conn: sqlite3.Connection, row: tuple[Any, ...]) -> TriggerRecord:
+    def _trigger_record(conn: Conn, row: tuple[Any, ...]) -> TriggerRecord:
         seq, body, created_at, next_due = row
         history = [
             Firing(
@@ -85,7 +85,7 @@ class SqliteTriggers(SqliteFile):
                         stored_time(next_due),
                     ),
                 )
-            except sqlite3.IntegrityError:
+            except DuplicateKey:
                 raise AlreadyExists(
                     f"trigger {trigger.name!r} already exists", field="name"
                 ) from None
@@ -120,13 +120,16 @@ class SqliteTriggers(SqliteFile):
             conn.execute("DELETE FROM trigger_firings WHERE trigger_seq = ?", (seq,))
             conn.execute("DELETE FROM triggers WHERE seq = ?", (seq,))
 
-    def fire_triggers(self, now: datetime, grace: timedelta) -> list[Firing]:
+    def fire_triggers(
+        self, now: datetime, grace: timedelta, *, epoch: int | None = None
+    ) -> list[Firing]:
         """Fire every active trigger due by `now`, each in its own transaction.
 
         A time within `grace` of now is on time and gets its run; older ones were missed
         while the service was down: one catch-up run for the latest, or none
         (`catch_up: none`). A queue that refuses the run (draining, full, deleted) is
-        written in the history as refused; the time does not fire later.
+        written in the history as refused; the time does not fire later. Only the leader
+        at `epoch` fires (api.store.leadership): each firing checks it in its transaction.
         """
         with self._read() as conn:
             due = conn.execute(
@@ -136,11 +139,12 @@ class SqliteTriggers(SqliteFile):
             ).fetchall()
         fired: list[Firing] = []
         for (name,) in due:
-            fired.extend(self._fire(name, now, grace))
+            fired.extend(self._fire(name, now, grace, epoch))
         return fired
 
-    def _fire(self, name: str, now: datetime, grace: timedelta) -> list[Firing]:
+    def _fire(self, name: str, now: datetime, grace: timedelta, epoch: int | None) -> list[Firing]:
         with self._write() as conn:
+            check_epoch(conn, epoch)
             try:
                 seq, body, created_at, next_due = self._fetch_trigger(conn, name)
             except NotFound:  # deleted since the due list was read
@@ -214,7 +218,7 @@ class SqliteTriggers(SqliteFile):
 
     def _submit_run(
         self,
-        conn: sqlite3.Connection,
+        conn: Conn,
         trigger: Trigger,
         seq: int,
         at: datetime,

@@ -91,7 +91,7 @@ def _start(tmp_path: Path, text: str) -> InvalidInput:
     path.write_text(text)
     path.chmod(0o600)
     with pytest.raises(InvalidInput) as raised:
-        create_app(ServiceSettings(db_path=tmp_path / "x.db", auth_file=path))
+        create_app(ServiceSettings(database=tmp_path / "x.db", auth_file=path))
     return raised.value
 
 
@@ -128,8 +128,8 @@ def test_an_auth_file_others_can_read_is_warned_about(
     """Issue: "check the file's permissions (warn if readable by others)" """
     path = _auth(tmp_path)
     path.chmod(0o600)
-    create_app(ServiceSettings(db_path=tmp_path / "x.db", auth_file=path))
+    create_app(ServiceSettings(database=tmp_path / "x.db", auth_file=path))
     assert "readable by group or others" not in caplog.text
     path.chmod(0o644)
-    create_app(ServiceSettings(db_path=tmp_path / "x.db", auth_file=path))
+    create_app(ServiceSettings(database=tmp_path / "x.db", auth_file=path))
     assert f"auth file {path} is readable by group or others (mode 0o644)" in caplog.text

@@ -17,6 +17,7 @@ from api.demo import DemoExecutor, load_demo_fleet
 from api.store.sqlite import SqliteStore
 from models.errors import DeadlineExceeded
 from models.snapshot import Action as ActionModel
+from tests.support.old_files import downgrade
 from tests.support.service import Service
 
 ONE_CPU = [{"resources": {"cpu": "1", "memory": "1Gi"}}]
@@ -125,11 +126,7 @@ def test_an_older_file_gains_the_deadline_column(tmp_path: Path) -> None:
         {"id": "a", "submitted_at": submitted, "deadline": "1h", "containers": ONE_CPU}
     )])  # fmt: skip
     store.close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP INDEX actions_deadline")
-        conn.execute("ALTER TABLE actions DROP COLUMN deadline_at")
-        conn.execute("ALTER TABLE environments DROP COLUMN idle_timeout_s")
-        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    downgrade(path, 2)
     SqliteStore(path).close()
     with sqlite3.connect(path) as conn:
         (deadline,) = conn.execute("SELECT deadline_at FROM actions").fetchone()

@@ -24,7 +24,7 @@ def _app(tmp_path: Path, *, auth: bool = True) -> FastAPI:
         path = tmp_path / "tokens.yaml"
         path.write_text(f"tokens:\n  {TOKEN}: {{role: admin}}\n")
         path.chmod(0o600)
-    settings = ServiceSettings(db_path=tmp_path / "s.db", auth_file=path, max_body_bytes=LIMIT)
+    settings = ServiceSettings(database=tmp_path / "s.db", auth_file=path, max_body_bytes=LIMIT)
     return create_app(settings)
 
 
@@ -96,7 +96,8 @@ def test_a_body_within_the_limit_is_served(tmp_path: Path) -> None:
         response = http.post("/actions/batch", json=big)
         assert (response.status_code, response.json()["code"]) == (413, "REQUEST_TOO_LARGE")
         response = http.post(
-            "/actions/batch", content=iter([b"{" + b" " * LIMIT, b"}"]),
+            "/actions/batch",
+            content=iter([b"{" + b" " * LIMIT, b"}"]),
             headers={"content-type": "application/json"},
         )
         assert response.status_code == 413

@@ -21,11 +21,13 @@ from click.testing import CliRunner
 from api.cli.context import Remote
 from api.cli.main import main
 from api.client import Job, JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvironment
+from api.store.migrations import SCHEMA_VERSION
 from api.store.records import Listing
-from api.store.sqlite import SCHEMA_VERSION, SqliteStore
+from api.store.sqlite import SqliteStore
 from models.arrow.tables import read_snapshot_stream
 from models.errors import FailedPrecondition
 from tests.support.metrics import value
+from tests.support.old_files import downgrade
 from tests.support.quota_builders import G5, P3, SEED_FIXTURE
 from tests.support.service import Service
 
@@ -226,8 +228,7 @@ def test_status_turns_invalid_with_its_reason_and_back(svc: Service) -> None:
     assert (queue["state"], queue["status"]) == ("ENABLED", "INVALID")
     assert "has no quota_share_policy" in queue["reason"]
     assert (
-        "quota share project-a limits ml.g5.xlarge, which service environment"
-        in (queue["reason"])
+        "quota share project-a limits ml.g5.xlarge, which service environment" in (queue["reason"])
     )
     _submit(svc, "a-1", "project-a")
     svc.tick()
@@ -483,9 +484,7 @@ def test_cli_creates_shows_and_submits(svc: Service) -> None:
     )
     code, _, err = _cli(svc, bad)
     assert code == 1
-    assert err.startswith(
-        "INVALID_ARGUMENT: quota_shares.1.borrow_limit: quota share project-b"
-    )
+    assert err.startswith("INVALID_ARGUMENT: quota_shares.1.borrow_limit: quota share project-b")
     code, _, err = _cli(svc, "create job-queue bad --share x:SHARE:ml.g5.xlarge=1")
     assert (code, err.split(":")[0]) == (1, "INVALID_ARGUMENT")
     code, out, _ = _cli(svc, "get job a-2")
@@ -510,9 +509,7 @@ def test_apply_puts_the_seed_fixture(svc: Service) -> None:
 def test_a_schema_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     SqliteStore(path).close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
-        conn.execute("DROP TABLE jobs")
+    downgrade(path, 1)
     store = SqliteStore(path)
     try:
         assert store.list_jobs(listing=Listing(limit=1)).items == []  # the jobs table is back

@@ -12,11 +12,13 @@ from click.testing import CliRunner
 from api.cli.context import Remote
 from api.cli.main import main
 from api.client import Action, Queue, Task, TaskEnvironment, with_runcontext
-from api.store.sqlite import SCHEMA_VERSION, SqliteStore
+from api.store.migrations import SCHEMA_VERSION
+from api.store.sqlite import SqliteStore
 from models.errors import MaxQueuedTimeExceededError
 from models.snapshot import Action as ActionModel
 from models.snapshot import Container
 from tests.api.test_role_matrix import AUTH, _headers
+from tests.support.old_files import downgrade
 from tests.support.service import Service, service
 
 CONTAINERS = [{"resources": {"cpu": "1"}}]
@@ -166,11 +168,7 @@ def test_a_version_3_file_is_upgraded(tmp_path: Path) -> None:
     now = ActionModel(id="x", submitted_at="2026-01-01T00:00:00Z", containers=[Container()])
     old.submit([now])
     old.close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema'")
-        conn.execute("DROP TABLE tasks")
-        conn.execute("DROP TABLE run_queues")
-        conn.execute("ALTER TABLE actions DROP COLUMN queue_source")
+    downgrade(path, 3)
     upgraded = SqliteStore(path)
     try:
         assert upgraded.list_tasks() == []

@@ -1,5 +1,6 @@
-"""The SQLite store: durable group commits, depth under concurrency, one-transaction ticks,
-one writer per file, ticks refused when their snapshot was overtaken, private files."""
+"""The store, on SQLite and on PostgreSQL: durable group commits, depth under concurrency,
+one-transaction ticks, one writer per file, ticks refused when their snapshot was overtaken,
+private files."""
 
 from __future__ import annotations
 
@@ -65,10 +66,10 @@ def _result(scheduled: list[str] = (), failed: list[str] = ()) -> TickResult:  #
     )
 
 
-def test_concurrent_submissions_share_commits_and_respect_depth(tmp_path: Path) -> None:
+def test_concurrent_submissions_share_commits_and_respect_depth(database: str) -> None:
     """Seed: "Depth: the total number of in-flight plus waiting items the queue will hold."
     Eight threads race 25 submissions each at a queue of depth 120: exactly 120 get in."""
-    store = SqliteStore(tmp_path / "s.db")
+    store = SqliteStore(database)
     store.create_queue(Queue(name="q", depth=120))
     accepted, rejected = [], []
 
@@ -88,14 +89,14 @@ def test_concurrent_submissions_share_commits_and_respect_depth(tmp_path: Path) 
     assert (len(accepted), len(rejected)) == (120, 80)
     assert store.queue_counts()["q"].queued == 120
     store.close()
-    # What was acknowledged is in the file, read by a fresh connection.
-    with sqlite3.connect(tmp_path / "s.db") as conn:
-        assert conn.execute("SELECT COUNT(*) FROM actions").fetchone() == (120,)
-        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    # What was acknowledged is stored: a store opened afresh reads it.
+    reopened = SqliteStore(database)
+    assert reopened.queue_counts()["q"].queued == 120
+    reopened.close()
 
 
-def test_apply_tick_never_schedules_twice_nor_revives_a_cancelled_action(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
+def test_apply_tick_never_schedules_twice_nor_revives_a_cancelled_action(database: str) -> None:
+    store = SqliteStore(database)
     store.put_cluster(CLUSTER)
     store.submit([_action("a"), _action("b"), _action("c")])
     generation = store.read_tick_input(NOW).generation
@@ -112,9 +113,9 @@ def test_apply_tick_never_schedules_twice_nor_revives_a_cancelled_action(tmp_pat
     assert (failed.phase, failed.code, failed.message) == (Phase.FAILED, "INFEASIBLE", "too big")
 
 
-def test_a_tick_is_one_transaction(tmp_path: Path) -> None:
+def test_a_tick_is_one_transaction(database: str) -> None:
     """Issue: a crash in the middle leaves either all of a tick's decisions or none."""
-    store = SqliteStore(tmp_path / "s.db")
+    store = SqliteStore(database)
     store.put_cluster(CLUSTER)
     store.submit([_action("a"), _action("b")])
     generation = store.read_tick_input(NOW).generation
@@ -126,9 +127,9 @@ def test_a_tick_is_one_transaction(tmp_path: Path) -> None:
     assert {store.get_action(a).phase for a in "ab"} == {Phase.QUEUED}
 
 
-def test_snapshot_round_trips_through_the_solver(tmp_path: Path) -> None:
+def test_snapshot_round_trips_through_the_solver(database: str) -> None:
     """Scheduled actions come back as running with their placement and keep their charges."""
-    store = SqliteStore(tmp_path / "s.db")
+    store = SqliteStore(database)
     store.put_cluster(CLUSTER)
     store.create_queue(Queue(name="q", max_resources={"cpu": "4"}))
     store.submit([_action(f"a{i}", "q", cpu="2") for i in range(3)])
@@ -143,7 +144,7 @@ def test_snapshot_round_trips_through_the_solver(tmp_path: Path) -> None:
     assert second.scheduled == [] and second.queues["q"].in_flight_resources["cpu"] == 4_000
     # The parsed-action cache changes nothing: a fresh store reads the same snapshot.
     store.close()
-    assert SqliteStore(tmp_path / "s.db").read_snapshot(NOW) == snapshot
+    assert SqliteStore(database).read_snapshot(NOW) == snapshot
 
 
 def _cpu_scheduled(store: SqliteStore, queue: str) -> int:
@@ -154,7 +155,7 @@ def _cpu_scheduled(store: SqliteStore, queue: str) -> int:
     )
 
 
-def test_a_tick_planned_on_an_overtaken_snapshot_is_refused(tmp_path: Path) -> None:
+def test_a_tick_planned_on_an_overtaken_snapshot_is_refused(database: str) -> None:
     """Issue: "Write-back must also refuse to apply a tick planned from a snapshot that a
     newer write-back has overtaken (a generation number checked in the same transaction),
     so no interleaving can ever exceed a cap."
@@ -163,7 +164,7 @@ def test_a_tick_planned_on_an_overtaken_snapshot_is_refused(tmp_path: Path) -> N
     between the reads makes them plan different admissions, each within the cap of 4
     cpu; applied together they would hold 6. The first applies (the submission did not
     overtake it), the second is refused whole."""
-    store = SqliteStore(tmp_path / "s.db")
+    store = SqliteStore(database)
     store.put_cluster(CLUSTER)
     store.create_queue(Queue(name="q", max_resources={"cpu": "4"}))
     store.submit([_action("a0", "q", cpu="2"), _action("a1", "q", cpu="2")])
@@ -187,12 +188,12 @@ def test_a_tick_planned_on_an_overtaken_snapshot_is_refused(tmp_path: Path) -> N
     assert _cpu_scheduled(store, "q") == 4000
 
 
-def test_a_lowered_cap_overtakes_a_tick_but_work_writes_do_not(tmp_path: Path) -> None:
+def test_a_lowered_cap_overtakes_a_tick_but_work_writes_do_not(database: str) -> None:
     """Issue: "... so no interleaving can ever exceed a cap." A cap lowered while a tick
     solves would let its admissions exceed the new cap: the write-back is refused. A
     submission, a cancellation or an executor's report cannot make the plan overrun
     anything, so they leave the tick valid."""
-    store = SqliteStore(tmp_path / "s.db")
+    store = SqliteStore(database)
     store.put_cluster(CLUSTER)
     store.create_queue(Queue(name="q", max_resources={"cpu": "4"}))
     store.submit([_action(f"a{i}", "q", cpu="2") for i in range(4)])
@@ -234,6 +235,8 @@ def test_the_database_and_its_wal_shm_and_lock_files_are_private(tmp_path: Path)
     store = SqliteStore(path)
     try:
         store.submit([_action("a")])  # a write: SQLite has created the WAL and SHM files
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
         modes = {file.name: stat.S_IMODE(file.stat().st_mode) for file in files}
         assert modes == {file.name: 0o600 for file in files}

@@ -21,11 +21,13 @@ from pydantic import ValidationError
 from api.cli.context import Remote
 from api.cli.main import main
 from api.client import Action, Cron, FixedRate, Queue, SluiceClient, Trigger
-from api.store.sqlite import SCHEMA_VERSION, SqliteStore
+from api.store.migrations import SCHEMA_VERSION
+from api.store.sqlite import SqliteStore
 from models.errors import InvalidInput, NotFound, PermissionDenied
 from models.snapshot import Queue as QueueModel
 from models.triggers import Trigger as TriggerModel
 from tests.api.test_role_matrix import AUTH, TOKENS
+from tests.support.old_files import downgrade
 from tests.support.service import Service, service, start_server
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -39,8 +41,8 @@ def _trigger(**fields: Any) -> TriggerModel:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    opened = SqliteStore(tmp_path / "triggers.db")
+def store(database: str) -> Iterator[SqliteStore]:
+    opened = SqliteStore(database)
     opened.create_queue(QueueModel(name="batch"))
     try:
         yield opened
@@ -175,10 +177,7 @@ def test_an_existing_database_gains_the_triggers_tables(tmp_path: Path) -> None:
     """New tables through the store's schema versioning: a version 2 file is upgraded."""
     path = tmp_path / "old.db"
     SqliteStore(path).close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
-        conn.execute("DROP TABLE trigger_firings")
-        conn.execute("DROP TABLE triggers")
+    downgrade(path, 2)
     upgraded = SqliteStore(path)
     try:
         assert upgraded.list_triggers() == []

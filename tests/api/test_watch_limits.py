@@ -19,7 +19,7 @@ from tests.support.service import free_port
 @contextmanager
 def _serving(tmp_path: Path, **settings: float) -> Iterator[str]:
     """The app on a loopback port (streams need a real connection), its address."""
-    app = create_app(ServiceSettings(db_path=tmp_path / "s.db", period_s=3600.0, **settings))
+    app = create_app(ServiceSettings(database=tmp_path / "s.db", period_s=3600.0, **settings))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -71,7 +71,7 @@ def service(
     be sent to a worker process, and a worker costs seconds of start-up per test.
     `settings_fields`: more of ServiceSettings (retain_finished=..., ...)."""
     settings = ServiceSettings(
-        db_path=tmp_path / "sluice.db",
+        database=tmp_path / "sluice.db",
         period_s=period_s,
         auth_file=auth_file,
         tick_worker=tick_worker,
@@ -116,11 +116,17 @@ class Server:
 
 
 def start_server(
-    db: Path, *, period_s: float = 0.2, extra: list[str] | None = None, port: int | None = None
+    db: Path | str,
+    *,
+    period_s: float = 0.2,
+    extra: list[str] | None = None,
+    port: int | None = None,
+    log_dir: Path | None = None,
 ) -> Server:
-    """`port`: a port a stopped server of the same test used (a client reconnecting to it)."""
+    """`db`: a SQLite file, or a postgresql:// URL (then give `log_dir`). `port`: a port a
+    stopped server of the same test used (a client reconnecting to it)."""
     port = port or free_port()
-    log = db.with_suffix(f".{port}.log")
+    log = (log_dir or Path(db).parent) / f"sluice.{port}.log"
     process = subprocess.Popen(
         [SLUICE, "serve", "--db", str(db), "--port", str(port), "--period", str(period_s)]
         + (extra or []),

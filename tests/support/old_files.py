@@ -1,0 +1,34 @@
+"""SQLite files as older Sluice versions left them, made from a current one."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+# What each schema version added: tables, then (table, column) pairs, then indexes.
+_ADDED: dict[int, tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]] = {
+    5: (("leader_lease", "last_tick"), (), ()),
+    4: (("tasks", "run_queues"), (("actions", "queue_source"),), ()),
+    3: (
+        ("triggers", "trigger_firings"),
+        (("actions", "deadline_at"), ("environments", "idle_timeout_s")),
+        ("actions_deadline",),
+    ),
+    2: (("scheduling_policies", "service_environments", "job_queues", "jobs"), (), ()),
+}
+
+
+def downgrade(path: Path, version: int) -> None:
+    """Strip the file at `path` (closed) down to what schema `version` had."""
+    with sqlite3.connect(path) as conn:
+        for newer in sorted(_ADDED, reverse=True):
+            if newer <= version:
+                break
+            tables, columns, indexes = _ADDED[newer]
+            for index in indexes:
+                conn.execute(f"DROP INDEX {index}")
+            for table, column in columns:
+                conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+            for table in tables:
+                conn.execute(f"DROP TABLE {table}")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(version),))
