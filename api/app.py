@@ -33,7 +33,7 @@ from api.routes import (
     watch,
 )
 from api.routes import settings as org_settings
-from api.solver_process import WorkerLost, start_solves
+from api.solver_process import start_solves
 from api.store.backends import shown_target
 from api.store.records import Retention, Store
 from api.store.sqlite import SqliteStore
@@ -74,14 +74,11 @@ def create_app(
         # kind of store's snapshot is read here and sent to it.
         database = app.state.store.target if isinstance(app.state.store, SqliteStore) else None
         tick_solves = start_solves(settings.tick_worker, "tick", settings.timeout_s)
-        # Ready before the server is: the worker's imports do not compete with the first
-        # requests. The explanation worker starts at the first request for an explanation
-        # (most servers never get one).
-        try:
-            await tick_solves.run(worker_ready)
-        except WorkerLost as error:  # the first tick tries again, in a new worker
-            log.warning("the tick worker did not start: %s", error.message)
         explain_solves = start_solves(settings.tick_worker, "explanation", settings.timeout_s)
+        # Spawned now, importing the solver while the server starts, rather than at the first
+        # tick or explanation (not awaited: under load that wait outlasted start-up bounds).
+        for solves in (tick_solves, explain_solves):
+            solves.warm(worker_ready)
         app.state.ticker = TickLoop(
             app.state.store,
             tick_fn or solver_tick(settings.time_limit_s, settings.wall_guard_s),

@@ -40,6 +40,9 @@ class Solves(Protocol):
 
     async def run(self, fn: Callable[..., T], *args: object) -> T: ...
 
+    def warm(self, fn: Callable[[], object]) -> None:
+        """Start the worker now with a call whose answer nobody waits for."""
+
     def close(self) -> None: ...
 
 
@@ -52,6 +55,9 @@ class ThreadSolves:
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.to_thread(fn, *args)
 
+    def warm(self, fn: Callable[[], object]) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -62,7 +68,6 @@ class ProcessSolves:
     copies = True
 
     def __init__(self, name: str, timeout_s: float) -> None:
-        """The worker is spawned at the first call."""
         self.name = name
         self.timeout_s = timeout_s
         self.replaced = 0
@@ -84,6 +89,9 @@ class ProcessSolves:
                 f"the {self.name} worker overran its {self.timeout_s:g} s bound; it was stopped"
                 " and a new worker takes the next call"
             ) from None
+
+    def warm(self, fn: Callable[[], object]) -> None:
+        self._pool.schedule(fn, timeout=self.timeout_s)
 
     def close(self) -> None:
         self._pool.stop()
