@@ -35,7 +35,9 @@ Servers = list[tuple[subprocess.Popen[bytes], str]]
 
 
 @contextmanager
-def _scratch_database(server: str) -> Iterator[str]:
+def scratch_database(server: str) -> Iterator[str]:
+    """A new database on the PostgreSQL `server` (a URL without a database); its URL.
+    Dropped afterwards, connections and all."""
     name = f"sluice_bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -107,7 +109,7 @@ def main() -> None:
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432")
     args = parser.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, _scratch_database(args.server) as database:
+    with tempfile.TemporaryDirectory() as tmp, scratch_database(args.server) as database:
         log_dir = Path(tmp)
         for backend, db, count in (
             ("SQLite", str(log_dir / "bench.db"), 1),

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.postgres import fresh_schema, scratch_database
+from bench.replicas import scratch_database
+from tests.support.postgres import SERVER, fresh_schema
 
 
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """This run's own PostgreSQL database (dropped at the end)."""
-    with scratch_database() as url:
+    with scratch_database(SERVER) as url:
         yield url
 
 

@@ -171,6 +171,18 @@ class Load:
                 self.over_room.append(f"sample {self.samples}: {pool}/{node} {kind} {used}")
 
 
+def _put_fleet(server: Server) -> None:
+    """The small east fleet and the capped queue the load submits to."""
+    admin = SluiceClient(server.url)
+    FleetConfig.put_cluster(EAST_SMALL, client=admin)
+    Queue.create(
+        "capped",
+        max_resources={"cpu": str(CPU_CAP)},
+        max_accelerators={"H100": H100_CAP},
+        client=admin,
+    )
+
+
 def _replicas(database: str, log_dir: Path, ports: list[int] | None = None) -> list[Server]:
     return [
         start_server(database, period_s=PERIOD_S, log_dir=log_dir, port=port)
@@ -199,14 +211,7 @@ def test_kill_9_the_leader_twice_under_load(postgres_database: str, tmp_path: Pa
     servers = _replicas(database, tmp_path)
     load = Load([server.url for server in servers], database)
     try:
-        admin = SluiceClient(servers[0].url)
-        FleetConfig.put_cluster(EAST_SMALL, client=admin)
-        Queue.create(
-            "capped",
-            max_resources={"cpu": str(CPU_CAP)},
-            max_accelerators={"H100": H100_CAP},
-            client=admin,
-        )
+        _put_fleet(servers[0])
         load.start(submitters=8)
         failovers = []
         for _ in range(2):
@@ -265,14 +270,7 @@ def test_a_leader_paused_past_its_lease_applies_nothing(
     servers = _replicas(database, tmp_path, ports=[0, 0])
     load = Load([server.url for server in servers], database)
     try:
-        admin = SluiceClient(servers[0].url)
-        FleetConfig.put_cluster(EAST_SMALL, client=admin)
-        Queue.create(
-            "capped",
-            max_resources={"cpu": str(CPU_CAP)},
-            max_accelerators={"H100": H100_CAP},
-            client=admin,
-        )
+        _put_fleet(servers[0])
         load.start(submitters=4)
         time.sleep(2 * PERIOD_S)
         paused = _leader(servers)

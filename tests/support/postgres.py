@@ -1,4 +1,5 @@
-"""A fresh PostgreSQL database per test run, and a fresh schema in it per test.
+"""A fresh schema per test in the run's own PostgreSQL database (bench.replicas.
+scratch_database makes it, tests/conftest.py holds it for the run).
 
 The machine runs PostgreSQL on 127.0.0.1:5432 with trust authentication for user
 `postgres` (SLUICE_TEST_PG overrides the server's URL). Each run (each xdist worker) creates
@@ -11,9 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from urllib.parse import quote
 
 import psycopg
@@ -21,19 +19,6 @@ import psycopg
 SERVER = os.environ.get("SLUICE_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 
 _schemas = itertools.count()
-
-
-@contextmanager
-def scratch_database() -> Iterator[str]:
-    """A new database on the test server; its URL. Dropped afterwards."""
-    name = f"sluice_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{SERVER}/{name}"
-    finally:
-        with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def fresh_schema(database: str) -> str:
