@@ -86,16 +86,9 @@ class SolvedTick(BaseModel):
     # Blocked heads' explanations by queue name; a head left out (the budget ran out, or it
     # could not be explained) shows none until a later tick explains it.
     head_explanations: dict[str, Explanation] = Field(default_factory=dict)
-    # Waiting actions' start forecasts by id; none when forecasting is off or failed.
-    forecasts: dict[str, StartForecast] = Field(default_factory=dict)
     solve_s: float = 0.0
     explain_s: float = 0.0
-    forecast_s: float = 0.0
     worker_pid: int = 0  # the process that solved it (the server's own in thread mode)
-
-    @property
-    def worker_s(self) -> float:
-        return self.solve_s + self.explain_s + self.forecast_s
 
 
 def worker_ready() -> int:
@@ -104,36 +97,38 @@ def worker_ready() -> int:
     return os.getpid()
 
 
+# The last tick each tick loop solved in this process (the worker, or the server in thread
+# mode), by the loop's key, for `forecast_kept`: one snapshot and result per loop at most.
+_KEPT: dict[str, tuple[Snapshot, TickResult]] = {}
+
+
 def solve_tick(
-    tick_fn: TickFn,
-    snapshot: Snapshot,
-    heads: HeadExplaining,
-    forecasting: Forecasting | None = None,
+    tick_fn: TickFn, snapshot: Snapshot, heads: HeadExplaining, keep_as: str | None = None
 ) -> SolvedTick:
+    """`keep_as`: keep the snapshot and result here under this key, for `forecast_kept`."""
     started = time.perf_counter()
     result = tick_fn(snapshot)
     solved = time.perf_counter()
     explanations = explain_blocked_heads(snapshot, result, heads)
-    explained = time.perf_counter()
-    forecasts = forecast_starts(snapshot, result, forecasting)
+    if keep_as is not None:
+        _KEPT[keep_as] = (snapshot, result)
     return SolvedTick(
         result=result,
         head_explanations=explanations,
-        forecasts=forecasts,
         solve_s=solved - started,
-        explain_s=explained - solved,
-        forecast_s=time.perf_counter() - explained,
+        explain_s=time.perf_counter() - solved,
         worker_pid=os.getpid(),
     )
 
 
-def forecast_starts(
-    snapshot: Snapshot, result: TickResult, forecasting: Forecasting | None
-) -> dict[str, StartForecast]:
-    """When each waiting action should start. A failure here leaves the tick's decisions
-    standing and the actions without forecasts."""
-    if forecasting is None or not result.waiting:
+def forecast_kept(keep_as: str, forecasting: Forecasting) -> dict[str, StartForecast]:
+    """When each action the tick kept under `keep_as` left waiting should start; called
+    after that tick's write-back, so forecasts never delay decisions. Nothing kept (a new
+    worker since) or a failed forecast: no forecasts this tick, the decisions stand."""
+    kept = _KEPT.pop(keep_as, None)
+    if kept is None or not kept[1].waiting:
         return {}
+    snapshot, result = kept
     try:
         return forecasting.forecast_fn(snapshot, result, forecasting.learned)
     except Exception:  # a bug in a forecast must not undo or stop the ticks
@@ -195,7 +190,7 @@ def solve_from_file(
     now: datetime,
     tick_fn: TickFn,
     heads: HeadExplaining,
-    forecasting: Forecasting | None = None,
+    keep_as: str | None = None,
 ) -> WorkerTick:
     """`solve_tick` in the worker, on a snapshot it reads itself from the store's file
     (through connections that never write): the server then pays neither for reading the
@@ -204,7 +199,7 @@ def solve_from_file(
     started = time.perf_counter()
     planned, unreadable = _reader(path).read_tick_input_unchecked(now)
     read_s = time.perf_counter() - started
-    solved = solve_tick(tick_fn, planned.snapshot, heads, forecasting)
+    solved = solve_tick(tick_fn, planned.snapshot, heads, keep_as)
     result = solved.result
     rest = result.model_copy(update={"waiting": [], "scheduled": []})
     return WorkerTick(

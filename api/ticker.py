@@ -33,6 +33,7 @@ from api.tick_work import (
     HeadExplaining,
     SolvedTick,
     TickFn,
+    forecast_kept,
     solve_from_file,
     solve_tick,
 )
@@ -81,11 +82,13 @@ class TickLoop:
         """`database`: the store's (a SQLite file or a PostgreSQL URL), which `solves` (a
         worker process) reads each tick's snapshot from itself; None: the snapshot is read
         here and sent to the worker pickled. `forecast_fn`: start forecasts of the waiting
-        actions, made beside the solve (api.tick_work); None: no forecasts."""
+        actions, made after each tick's write-back (api.tick_work); None: no forecasts."""
         self.store = store
         self.leadership = Leadership(store, period_s)
         self.tick_fn = tick_fn
         self.forecast_fn = forecast_fn
+        # What the solving process keeps each tick under, for the forecast after it.
+        self._keep_as = f"tick-loop-{id(self)}" if forecast_fn is not None else None
         self.period_s = period_s
         self.heads = heads
         self.solves = solves or ThreadSolves()
@@ -208,7 +211,9 @@ class TickLoop:
                     "tick failed; retrying next period", extra={"tick": self.stats.ticks + 1}
                 )
                 return None
-            return await self._record(solved, applied, phases, started)
+            recorded = await self._record(solved, applied, phases, started)
+            await self._forecast()
+            return recorded
 
     async def _record(
         self, solved: SolvedTick, applied: AppliedTick, phases: dict[str, float], started: float
@@ -225,7 +230,10 @@ class TickLoop:
         self.stats.worker_pid = solved.worker_pid
         self.stats.workers_replaced = self.solves.replaced
         self.head_explanations = solved.head_explanations
-        self.forecasts = solved.forecasts
+        # Until this tick's forecasts are made (after it, `_forecast`), the last ones of the
+        # actions it left waiting.
+        kept = self.forecasts.items()
+        self.forecasts = {id_: ahead for id_, ahead in kept if id_ in self.waiting}
         self.deadline_exceeded, self._expired = self._expired, {}
         self.stats.ticks += 1
         await self._show(result, applied.number)
@@ -270,19 +278,18 @@ class TickLoop:
         `handoff` is the worker call's time beyond its read, solve and explanations:
         starting the call and decoding the answer (the pre-tick writes are in no phase)."""
         await asyncio.to_thread(self._before_snapshot, epoch)
-        forecasting = await asyncio.to_thread(self._forecasting)
         clock = time.perf_counter()
         if self.database is None:
             planned = await asyncio.to_thread(self.store.read_tick_input, datetime.now(UTC))
             read_s = time.perf_counter() - clock
             solved = await self.solves.run(
-                solve_tick, self.tick_fn, planned.snapshot, self.heads, forecasting
+                solve_tick, self.tick_fn, planned.snapshot, self.heads, self._keep_as
             )
             generation, rejected = planned.generation, planned.rejected
         else:
             now = datetime.now(UTC)
             answer = await self.solves.run(
-                solve_from_file, self.database, now, self.tick_fn, self.heads, forecasting
+                solve_from_file, self.database, now, self.tick_fn, self.heads, self._keep_as
             )
             solved = await asyncio.to_thread(answer.decode)
             generation, read_s = answer.generation, answer.read_s
@@ -296,18 +303,28 @@ class TickLoop:
             "snapshot": read_s,
             "solve": solved.solve_s,
             "explain": solved.explain_s,
-            "forecast": solved.forecast_s,
-            "handoff": max(0.0, returned - clock - read_s - solved.worker_s),
+            "handoff": max(0.0, returned - clock - read_s - solved.solve_s - solved.explain_s),
             "write": time.perf_counter() - returned,
         }
         return solved, applied, phases
 
-    def _forecasting(self) -> Forecasting | None:
-        """What this tick's forecasts need besides its snapshot and result: the run times
-        learned from finished work, read here, where the store is."""
-        if self.forecast_fn is None:
-            return None
-        return Forecasting(self.forecast_fn, LearnedDurations.learn(self.store.finished_runs()))
+    async def _forecast(self) -> None:
+        """After a written-back tick: when each action it left waiting should start, made in
+        the process that solved it (which kept its snapshot), with the run times learned
+        from finished work read here. A failure leaves the actions without forecasts."""
+        if self.forecast_fn is None or self._keep_as is None:
+            return
+        started = time.perf_counter()
+        try:
+            learned = await asyncio.to_thread(
+                lambda: LearnedDurations.learn(self.store.finished_runs())
+            )
+            forecasting = Forecasting(self.forecast_fn, learned)
+            self.forecasts = await self.solves.run(forecast_kept, self._keep_as, forecasting)
+        except Exception:  # the tick's decisions stand whatever happens here
+            log.exception("forecast failed; waiting actions show none this tick")
+            self.forecasts = {}
+        self.stats.phases_s["forecast"] = time.perf_counter() - started
 
     async def wait_for_tick(self, after: int) -> int:
         """Wait until a tick numbered past `after` has been written back (by any leader);
