@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS retired_totals (   -- schema 5: what pruned actions c
 """
 
 FINISHED_SQL = "('succeeded', 'failed', 'cancelled')"
-PRUNE_BATCH = 5000  # actions deleted per transaction, so a first cleanup never holds the writer
+PRUNE_BATCH = 1000  # per transaction, so a cleanup holds the writer about a tenth of a second
 
 
 def _wait_key(bound_s: float) -> str:
