@@ -149,7 +149,7 @@ class AsyncSluiceClient:
     async def events(self, stream: Stream[T], *, reconnects: int = 5) -> AsyncIterator[T]:
         """A stream's events as models; reconnects as SluiceClient.stream does."""
         async for data in self.stream(stream.path, stream.params, reconnects=reconnects):
-            yield stream.event.validate_python(data)
+            yield stream.read(data)
 
     async def stream(
         self, path: str, params: dict[str, Any] | None = None, *, reconnects: int = 5

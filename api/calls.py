@@ -14,37 +14,61 @@ classes of api/client.py return the answer's JSON, so the three never spell a re
 from __future__ import annotations
 
 import builtins
+import functools
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import quote
 
 from pydantic import TypeAdapter
 
-from api.schemas.actions import ActionPublic, BatchAccepted, Moved
-from api.schemas.job_queues import JobQueuePublic
-from api.schemas.jobs import JobPublic
-from api.schemas.queues import QueuePublic
-from api.schemas.tasks import TaskPublic
-from api.schemas.triggers import TriggerPublic
+if TYPE_CHECKING:  # the models load at the first answer read: the CLI starts without FastAPI
+    from api.schemas.actions import ActionPublic, BatchAccepted, Moved
+    from api.schemas.job_queues import JobQueuePublic
+    from api.schemas.jobs import JobPublic
+    from api.schemas.queues import QueuePublic
+    from api.schemas.tasks import TaskPublic
+    from api.schemas.triggers import TriggerPublic
 
 T = TypeVar("T")
 JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)
+class Answer(Generic[T]):
+    """The type of an answer, by name (`api.schemas.queues:QueuePublic`, a list of them with
+    `many`, None without a name), turned into a validator when first read."""
+
+    model: str | None
+    many: bool = False
+
+    def adapter(self) -> TypeAdapter[T]:
+        return _adapter(self.model, self.many)
+
+
+@functools.cache
+def _adapter(model: str | None, many: bool) -> TypeAdapter[Any]:
+    if model is None:
+        return TypeAdapter(type(None))
+    module, name = model.split(":")
+    kind = getattr(importlib.import_module(module), name)
+    return TypeAdapter(list[kind] if many else kind)  # type: ignore[valid-type]
+
+
+@dataclass(frozen=True)
 class Call(Generic[T]):
-    """One request and how its answer reads (`answer`: the model, or None's for no body)."""
+    """One request and the type of its answer."""
 
     method: str
     path: str
-    answer: TypeAdapter[T]
+    answer: Answer[T]
     body: Any = None
     params: dict[str, Any] | None = None
 
     def read(self, data: Any) -> T:
         """The answer's JSON as the server's model; a mismatch is the server's bug."""
-        return self.answer.validate_python(data)
+        return self.answer.adapter().validate_python(data)
 
 
 @dataclass(frozen=True)
@@ -52,25 +76,30 @@ class Stream(Generic[T]):
     """A server-sent event stream whose events read as `T`."""
 
     path: str
-    event: TypeAdapter[T]
+    event: Answer[T]
     params: dict[str, Any] | None = None
 
+    def read(self, data: Any) -> T:
+        return self.event.adapter().validate_python(data)
 
-_NOTHING = TypeAdapter(type(None))
-_QUEUE = TypeAdapter(QueuePublic)
-_QUEUES = TypeAdapter(list[QueuePublic])
-_ACTION = TypeAdapter(ActionPublic)
-_ACTIONS = TypeAdapter(list[ActionPublic])
-_BATCH = TypeAdapter(BatchAccepted)
-_MOVED = TypeAdapter(Moved)
-_JOB = TypeAdapter(JobPublic)
-_JOBS = TypeAdapter(list[JobPublic])
-_JOB_QUEUE = TypeAdapter(JobQueuePublic)
-_JOB_QUEUES = TypeAdapter(list[JobQueuePublic])
-_TRIGGER = TypeAdapter(TriggerPublic)
-_TRIGGERS = TypeAdapter(list[TriggerPublic])
-_TASK = TypeAdapter(TaskPublic)
-_TASKS = TypeAdapter(list[TaskPublic])
+
+_NOTHING: Answer[None] = Answer(None)
+_QUEUE: Answer[QueuePublic] = Answer("api.schemas.queues:QueuePublic")
+_QUEUES: Answer[list[QueuePublic]] = Answer("api.schemas.queues:QueuePublic", many=True)
+_ACTION: Answer[ActionPublic] = Answer("api.schemas.actions:ActionPublic")
+_ACTIONS: Answer[list[ActionPublic]] = Answer("api.schemas.actions:ActionPublic", many=True)
+_BATCH: Answer[BatchAccepted] = Answer("api.schemas.actions:BatchAccepted")
+_MOVED: Answer[Moved] = Answer("api.schemas.actions:Moved")
+_JOB: Answer[JobPublic] = Answer("api.schemas.jobs:JobPublic")
+_JOBS: Answer[list[JobPublic]] = Answer("api.schemas.jobs:JobPublic", many=True)
+_JOB_QUEUE: Answer[JobQueuePublic] = Answer("api.schemas.job_queues:JobQueuePublic")
+_JOB_QUEUES: Answer[list[JobQueuePublic]] = Answer(
+    "api.schemas.job_queues:JobQueuePublic", many=True
+)
+_TRIGGER: Answer[TriggerPublic] = Answer("api.schemas.triggers:TriggerPublic")
+_TRIGGERS: Answer[list[TriggerPublic]] = Answer("api.schemas.triggers:TriggerPublic", many=True)
+_TASK: Answer[TaskPublic] = Answer("api.schemas.tasks:TaskPublic")
+_TASKS: Answer[list[TaskPublic]] = Answer("api.schemas.tasks:TaskPublic", many=True)
 
 
 def path(base: str, *segments: str) -> str:

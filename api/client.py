@@ -227,7 +227,7 @@ class SluiceClient:
     def events(self, stream: Stream[T], *, reconnects: int = 5) -> Iterator[T]:
         """A stream's events as models (see `stream`)."""
         for data in self.stream(stream.path, stream.params, reconnects=reconnects):
-            yield stream.event.validate_python(data)
+            yield stream.read(data)
 
     def request(
         self,

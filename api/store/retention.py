@@ -20,7 +20,7 @@ from api.store.connection import SqliteFile, read_time, stored_time
 from api.store.records import UNSPECIFIED_CODE, ActionTotals, Retention
 
 FINISHED_SQL = "('succeeded', 'failed', 'cancelled')"
-PRUNE_BATCH = 5000  # actions deleted per transaction, so a first cleanup never holds the writer
+PRUNE_BATCH = 1000  # per transaction, so a cleanup holds the writer about a tenth of a second
 
 
 def _wait_key(bound_s: float) -> str:
