@@ -212,6 +212,14 @@ def solve_from_file(
     )
 
 
+def read_ahead(path: str, now: datetime) -> int:
+    """Read the snapshot of the database at `path` as `solve_from_file` would, and solve
+    nothing: this worker's parse cache then holds every live action (a follower's, for the
+    day it leads). Returns how many live actions it read."""
+    planned, _ = _reader(path).read_tick_input_unchecked(now)
+    return len(planned.snapshot.actions)
+
+
 def explain_from_file(
     path: str, now: datetime, action_id: str, last_result: str | None, options: TickOptions
 ) -> str:

@@ -34,6 +34,7 @@ from api.tick_work import (
     SolvedTick,
     TickFn,
     forecast_kept,
+    read_ahead,
     solve_from_file,
     solve_tick,
 )
@@ -89,6 +90,7 @@ class TickLoop:
         self.forecast_fn = forecast_fn
         # What the solving process keeps each tick under, for the forecast after it.
         self._keep_as = f"tick-loop-{id(self)}" if forecast_fn is not None else None
+        self._ahead: asyncio.Task[None] | None = None  # a follower's read of the snapshot
         self.period_s = period_s
         self.heads = heads
         self.solves = solves or ThreadSolves()
@@ -122,9 +124,11 @@ class TickLoop:
         try:
             await self._tick_forever()
         finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            for task in (keeper, self._ahead):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await asyncio.to_thread(self.leadership.release)
 
     async def _keep_lease(self) -> None:
@@ -151,6 +155,22 @@ class TickLoop:
             return
         self.stats.last_finished_at = last.finished_at
         await self._show(last.result, last.number)
+        self._read_ahead()
+
+    def _read_ahead(self) -> None:
+        """On a follower, once per tick the leader writes back: the worker reads the snapshot
+        as a tick would, so its parse cache is warm if this replica is elected (a cold read
+        of thousands of actions held a new leader's first tick for seconds). In the
+        background: the lease is never renewed later for it."""
+        if self.database is None or not (self._ahead is None or self._ahead.done()):
+            return
+        self._ahead = asyncio.create_task(self._read_ahead_once(self.database))
+
+    async def _read_ahead_once(self, database: str) -> None:
+        try:
+            await self.solves.run(read_ahead, database, datetime.now(UTC))
+        except Exception as error:  # only a warm-up: the next tick reads what it needs
+            log.warning("reading ahead failed: %s", error)
 
     async def _show(self, result: TickResult, number: int) -> None:
         """Make `result` the tick views and metrics show, and wake the watchers."""
