@@ -36,7 +36,7 @@ from api.routes import settings as org_settings
 from api.solver_process import start_solves
 from api.store.backends import shown_target
 from api.store.records import Retention, Store
-from api.store.sqlite import SqliteStore
+from api.store.sql_store import SqlStore
 from api.tick_work import HeadExplaining, TickFn, service_forecast, solver_tick, worker_ready
 from api.ticker import TickLoop
 from api.web import routes as web
@@ -66,13 +66,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.store = store or await asyncio.to_thread(SqliteStore, settings.database)
+        app.state.store = store or await asyncio.to_thread(SqlStore, settings.database)
         # Explanations get the service's model budget and no wall-clock guard, so their
         # answers do not depend on the load.
         explain_options = TickOptions(time_limit_s=settings.time_limit_s)
         # A worker reads the store's database itself (a reader-only connection); another
         # kind of store's snapshot is read here and sent to it.
-        database = app.state.store.target if isinstance(app.state.store, SqliteStore) else None
+        database = app.state.store.target if isinstance(app.state.store, SqlStore) else None
         tick_solves = start_solves(settings.tick_worker, "tick", settings.timeout_s)
         explain_solves = start_solves(settings.tick_worker, "explanation", settings.timeout_s)
         # Spawned now, importing the solver while the server starts, rather than at the first

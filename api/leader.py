@@ -6,7 +6,7 @@ on this process's monotonic clock from the moment the renewal was *sent*, and en
 `SAFE_SHARE` of the lease's length, so a leader that can no longer renew (its database
 connection lost, the process paused) stops starting ticks before any other replica can
 take the lease. A tick already running when that happens is still fenced: its write-back
-commits only at its own epoch (api.store.tick_io.SqliteTickIO.apply_tick).
+commits only at its own epoch (api.store.tick_io.SqlTickIO.apply_tick).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from api.store.tick_io import SqliteTickIO
+from api.store.tick_io import SqlTickIO
 from models.errors import ErrorCode, SluiceError
 from models.explanation import Explanation
 from models.forecast import LearnedDurations, StartForecast
@@ -138,13 +138,13 @@ def forecast_kept(keep_as: str, forecasting: Forecasting) -> dict[str, StartFore
 
 # This worker process's readers of the store's file, one per file: each keeps its parsed
 # actions between ticks, so a tick parses only the actions submitted since the last.
-_READERS: dict[str, SqliteTickIO] = {}
+_READERS: dict[str, SqlTickIO] = {}
 
 
-def _reader(path: str) -> SqliteTickIO:
+def _reader(path: str) -> SqlTickIO:
     reader = _READERS.get(path)
     if reader is None:
-        reader = _READERS[path] = SqliteTickIO(path, reader_only=True)
+        reader = _READERS[path] = SqlTickIO(path, reader_only=True)
     return reader
 
 

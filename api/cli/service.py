@@ -257,7 +257,7 @@ def serve(
 
     from api.app import create_app
     from api.store.backends import shown_target
-    from api.store.sqlite import SqliteStore
+    from api.store.sql_store import SqlStore
 
     handler = logging.StreamHandler()
     handler.setFormatter(
@@ -292,7 +292,7 @@ def serve(
     }  # fmt: skip
     # No option holds a secret (the tokens stay in the --auth file), so all are printed.
     click.echo("config: " + " ".join(f"{k}={v}" for k, v in effective.items()), err=True)
-    store = SqliteStore(db)
+    store = SqlStore(db)
     try:
         app = create_app(settings, store=store)
         access = f"tokens from {auth}" if auth else "OPEN: no --auth, every caller is an admin"

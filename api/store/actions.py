@@ -14,7 +14,7 @@ from typing import Any
 
 from api.store.backends import Conn, DuplicateKey
 from api.store.connection import (
-    SqliteFile,
+    SqlDatabase,
     bump_generation,
     check_epoch,
     read_page,
@@ -69,7 +69,7 @@ def _environment_body(environment: Environment) -> str:
     return environment.model_dump_json(exclude={"running", "placement"})
 
 
-class SqliteActions(SqliteFile):
+class SqlActions(SqlDatabase):
     """Settings, queues, clusters, environments and actions over one SQLite file."""
 
     # -- settings ------------------------------------------------------------------------------
@@ -101,7 +101,7 @@ class SqliteActions(SqliteFile):
         ).fetchone()
         if row is None:
             raise NotFound(f"queue {name!r} does not exist", field="queue")
-        return SqliteActions._queue_record(row)
+        return SqlActions._queue_record(row)
 
     @staticmethod
     def _check_routes(conn: Conn, queue: Queue) -> None:
@@ -430,12 +430,12 @@ class SqliteActions(SqliteFile):
 
     @staticmethod
     def _insert_actions(conn: Conn, actions: list[Action]) -> None:
-        """Check and insert one submission; api.store.sqlite's group commit calls this inside
+        """Check and insert one submission; api.store.sql_store's group commit calls this inside
         the submission's savepoint, so a refusal undoes only this submission."""
         queues: dict[str, QueueRecord] = {}
         for action in actions:
             if action.queue not in queues:
-                queues[action.queue] = SqliteActions._fetch_queue(conn, action.queue)
+                queues[action.queue] = SqlActions._fetch_queue(conn, action.queue)
         for name, record in queues.items():
             if record.draining:
                 raise QueueDraining(

@@ -1,7 +1,7 @@
 """The database every part of the store works on: its transactions, and helpers they share.
 
 Each part of the store (api.store.actions, api.store.tick_io, api.store.job_queues, ...)
-subclasses `SqliteFile`; api.store.sqlite.SqliteStore joins them over one database, a
+subclasses `SqlDatabase`; api.store.sql_store.SqlStore joins them over one database, a
 SQLite file or a PostgreSQL database (api.store.backends: the same SQL on both). All of
 this process's writes go through one write transaction at a time (`_write_lock`), which
 the group commit of submissions relies on; the backend serializes them with other
@@ -60,7 +60,7 @@ def read_page(
 
 
 def read_generation(conn: Conn) -> int:
-    """The store's generation: see api.store.tick_io.SqliteTickIO.apply_tick."""
+    """The store's generation: see api.store.tick_io.SqlTickIO.apply_tick."""
     (value,) = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
     return int(value)
 
@@ -86,7 +86,7 @@ def check_epoch(conn: Conn, epoch: int | None) -> None:
         )
 
 
-class SqliteFile:
+class SqlDatabase:
     """One database (a SQLite file's path, or a postgresql:// URL) and its transactions.
 
     `reader_only`: this process only reads a database another process writes (the tick's

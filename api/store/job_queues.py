@@ -1,6 +1,6 @@
 """Durable state of the quota-managed job queues: policies, environments, job queues, jobs.
 
-`SqliteJobQueues` is the part of `api.store.sqlite.SqliteStore` that holds them: the
+`SqlJobQueues` is the part of `api.store.sql_store.SqlStore` that holds them: the
 same file, connections and transactions as the capped queues, so a tick reads both
 kinds of queue in one read transaction and writes both kinds of decisions in one
 write transaction (api.store.tick_io, with the functions at the end of this module).
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from api.store.backends import Conn, DuplicateKey
 from api.store.connection import (
-    SqliteFile,
+    SqlDatabase,
     bump_generation,
     read_page,
     read_time,
@@ -131,7 +131,7 @@ def _stored_job_queues(conn: Conn) -> list[JobQueue]:
     return [JobQueue.model_validate_json(body) for (body,) in rows]
 
 
-class SqliteJobQueues(SqliteFile):
+class SqlJobQueues(SqlDatabase):
     """Scheduling policies, service environments, job queues and jobs over one SQLite file."""
 
     # -- scheduling policies and service environments ------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from api.store.backends import Conn
-from api.store.connection import SqliteFile, read_time, stored_time
+from api.store.connection import SqlDatabase, read_time, stored_time
 from api.store.records import LastTick, Lease
 from models.result import TickResult
 
@@ -32,7 +32,7 @@ def record_tick(conn: Conn, epoch: int | None, result: TickResult) -> int:
     return int(number)
 
 
-class SqliteLeadership(SqliteFile):
+class SqlLeadership(SqlDatabase):
     """The lease and the last tick over the store's database."""
 
     def hold_lease(self, holder: str, epoch: int | None, ttl_s: float) -> Lease:

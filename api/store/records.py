@@ -1,6 +1,6 @@
 """What the store holds and hands out: record types, their enums, and the Store interface.
 
-The service reaches durable state only through `Store` (api.store.sqlite.SqliteStore is the
+The service reaches durable state only through `Store` (api.store.sql_store.SqlStore is the
 implementation). Records are plain frozen dataclasses around the domain models, with the
 life the store tracks beside them (phase, times, the last preemption).
 """
@@ -261,7 +261,7 @@ class AppliedJobs:
 class TickInput:
     """A snapshot and the store's generation it was read at.
 
-    See api.store.tick_io.SqliteTickIO.apply_tick for what moves the generation on.
+    See api.store.tick_io.SqlTickIO.apply_tick for what moves the generation on.
     """
 
     snapshot: Snapshot

@@ -16,7 +16,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from api.store.backends import Conn
-from api.store.connection import SqliteFile, read_time, stored_time
+from api.store.connection import SqlDatabase, read_time, stored_time
 from api.store.records import UNSPECIFIED_CODE, ActionTotals, Retention
 
 FINISHED_SQL = "('succeeded', 'failed', 'cancelled')"
@@ -27,7 +27,7 @@ def _wait_key(bound_s: float) -> str:
     return f"wait_le:{bound_s!r}"
 
 
-class SqliteRetention(SqliteFile):
+class SqlRetention(SqlDatabase):
     """Pruning finished actions; their counts move to `retired_totals`."""
 
     def prune_finished(

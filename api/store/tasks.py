@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from api.store.actions import SqliteActions
+from api.store.actions import SqlActions
 from api.store.backends import Conn, DuplicateKey
-from api.store.connection import SqliteFile
+from api.store.connection import SqlDatabase
 from models.errors import AlreadyExists, FailedPrecondition, NotFound
 from models.tasks import QueueSource, TaskTemplate
 
 
-class SqliteTasks(SqliteFile):
+class SqlTasks(SqlDatabase):
     """Task templates and run queues over the actions' file."""
 
     def create_task(self, task: TaskTemplate) -> TaskTemplate:
         with self._write() as conn:
             for queue in task.queues:
-                SqliteActions._fetch_queue(conn, queue)
+                SqlActions._fetch_queue(conn, queue)
             try:
                 conn.execute(
                     "INSERT INTO tasks (name, body) VALUES (?, ?)",

@@ -3,7 +3,7 @@
 The snapshot holds the capped queues' state and the job queues' (api.store.job_queues),
 read in the same read transaction; a tick's decisions of both kinds are applied in one
 write transaction, all or none, and only if nothing the tick planned on has changed
-since its snapshot (the store's generation, see `SqliteTickIO.apply_tick`).
+since its snapshot (the store's generation, see `SqlTickIO.apply_tick`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from api.store.actions import LIVE_SQL
 from api.store.connection import (
-    SqliteFile,
+    SqlDatabase,
     bump_generation,
     check_epoch,
     read_generation,
@@ -139,7 +139,7 @@ class ActionCache:
             return actions, invalid
 
 
-class SqliteTickIO(SqliteFile):
+class SqlTickIO(SqlDatabase):
     """Reads the snapshot a tick solves and writes its decisions back."""
 
     def __init__(self, path: str | Path, *, reader_only: bool = False) -> None:

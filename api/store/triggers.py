@@ -13,11 +13,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from api.store.actions import SqliteActions
+from api.store.actions import SqlActions
 from api.store.backends import Conn, DuplicateKey
-from api.store.connection import SqliteFile, check_epoch, read_time, stored_time
+from api.store.connection import SqlDatabase, check_epoch, read_time, stored_time
 from api.store.records import Firing, TriggerRecord
-from api.store.tasks import SqliteTasks
+from api.store.tasks import SqlTasks
 from models.errors import AlreadyExists, NotFound, SluiceError
 from models.tasks import QueueSource
 from models.triggers import HISTORY_KEPT, CatchUp, FiringOutcome, Trigger, due_times
@@ -30,7 +30,7 @@ def _run_id(trigger: Trigger, seq: int, at: datetime) -> str:
     return f"{trigger.name}-{seq}-{at.strftime('%Y%m%dT%H%M%SZ')}"
 
 
-class SqliteTriggers(SqliteFile):
+class SqlTriggers(SqlDatabase):
     """Triggers over the actions' file: a firing inserts its run as a submission does
     (api.store.actions checks the queue's depth, draining and environments)."""
 
@@ -71,7 +71,7 @@ class SqliteTriggers(SqliteFile):
     def create_trigger(self, trigger: Trigger, now: datetime) -> TriggerRecord:
         """A new trigger; a fixed rate counts from `now`, its first time is one period on."""
         with self._write() as conn:
-            SqliteActions._fetch_queue(conn, trigger.queue)
+            SqlActions._fetch_queue(conn, trigger.queue)
             next_due = None if trigger.paused else trigger.schedule.next_after(now, now)
             try:
                 conn.execute(
@@ -95,7 +95,7 @@ class SqliteTriggers(SqliteFile):
         """Store a changed trigger; its next time is planned again from now (none if paused)."""
         with self._write() as conn:
             _, _, created_at, _ = self._fetch_trigger(conn, trigger.name)
-            SqliteActions._fetch_queue(conn, trigger.queue)
+            SqlActions._fetch_queue(conn, trigger.queue)
             anchor = datetime.fromisoformat(created_at)
             next_due = None if trigger.paused else trigger.schedule.next_after(now, anchor)
             conn.execute(
@@ -232,9 +232,9 @@ class SqliteTriggers(SqliteFile):
         conn.execute("SAVEPOINT firing")
         try:
             actions = trigger.run_actions(run, now)
-            SqliteActions._insert_actions(conn, actions)
+            SqlActions._insert_actions(conn, actions)
             # The trigger's queue is its runs' queue (the seed's per-trigger routing).
-            SqliteTasks._record_routing(
+            SqlTasks._record_routing(
                 conn, {action.id: QueueSource.RUN for action in actions}, {run: trigger.queue}
             )
         except SluiceError as error:

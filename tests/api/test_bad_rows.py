@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from api.metrics import tick_metric_families
-from api.store.sqlite import SqliteStore
+from api.store.sql_store import SqlStore
 from api.tick_work import HeadExplaining, solver_tick
 from api.ticker import TickLoop
 from models.snapshot import Action, Cluster
@@ -56,13 +56,13 @@ def test_a_planted_row_fails_alone_and_the_next_tick_schedules_everything_else(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "sluice.db"
-    store = SqliteStore(db)
+    store = SqlStore(db)
     store.put_cluster(CLUSTER)
     store.submit([_action("before")])
     store.close()  # stopped: nothing holds the file while the rows are planted
     _plant(db, "huge", 2**80)  # valid to the models, beyond the engine's int64
     _plant(db, "garbled", "a lot")  # no longer validates at all
-    store = SqliteStore(db)
+    store = SqlStore(db)
     try:
         store.submit([_action("after")])
         heads = HeadExplaining(TickOptions(time_limit_s=5.0), budget_s=1.0)

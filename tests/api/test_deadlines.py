@@ -14,7 +14,7 @@ from api.cli.context import Remote
 from api.cli.main import main
 from api.client import Action, Queue
 from api.demo import DemoExecutor, load_demo_fleet
-from api.store.sqlite import SqliteStore
+from api.store.sql_store import SqlStore
 from models.errors import DeadlineExceeded
 from models.snapshot import Action as ActionModel
 from tests.support.old_files import downgrade
@@ -120,14 +120,14 @@ def test_an_older_file_gains_the_deadline_column(tmp_path: Path) -> None:
     """Store schema 3 keeps each action's deadline as a time and each environment's idle
     timeout; an older file gains the columns, the deadlines filled in for its live actions."""
     path = tmp_path / "old.db"
-    store = SqliteStore(path)
+    store = SqlStore(path)
     submitted = datetime(2026, 1, 1, tzinfo=UTC)
     store.submit([ActionModel.model_validate(
         {"id": "a", "submitted_at": submitted, "deadline": "1h", "containers": ONE_CPU}
     )])  # fmt: skip
     store.close()
     downgrade(path, 2)
-    SqliteStore(path).close()
+    SqlStore(path).close()
     with sqlite3.connect(path) as conn:
         (deadline,) = conn.execute("SELECT deadline_at FROM actions").fetchone()
         columns = {row[1] for row in conn.execute("PRAGMA table_info(environments)")}

@@ -23,7 +23,7 @@ from api.cli.main import main
 from api.client import Job, JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvironment
 from api.store.migrations import SCHEMA_VERSION
 from api.store.records import Listing
-from api.store.sqlite import SqliteStore
+from api.store.sql_store import SqlStore
 from models.arrow.tables import read_snapshot_stream
 from models.errors import FailedPrecondition
 from tests.support.metrics import value
@@ -508,9 +508,9 @@ def test_apply_puts_the_seed_fixture(svc: Service) -> None:
 
 def test_a_schema_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    SqliteStore(path).close()
+    SqlStore(path).close()
     downgrade(path, 1)
-    store = SqliteStore(path)
+    store = SqlStore(path)
     try:
         assert store.list_jobs(listing=Listing(limit=1)).items == []  # the jobs table is back
     finally:
@@ -524,14 +524,14 @@ def test_a_schema_4_file_indexes_starting_jobs_as_live(tmp_path: Path) -> None:
     """Schema 5 lets a job be STARTING: a version 4 file's index of live jobs is rebuilt so
     the tick's read of live jobs still uses it."""
     path = tmp_path / "old.db"
-    SqliteStore(path).close()
+    SqlStore(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema'")
         conn.execute("DROP INDEX jobs_live_phases")
         conn.execute(
             "CREATE INDEX jobs_live ON jobs (seq) WHERE phase IN ('QUEUED', 'SCHEDULED', 'RUNNING')"
         )
-    SqliteStore(path).close()
+    SqlStore(path).close()
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'jobs'").fetchall()
         indexes = {name for (name,) in rows}

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from api.store.records import LeaseLost, Phase
-from api.store.sqlite import SqliteStore
+from api.store.sql_store import SqlStore
 from models.snapshot import Action, Cluster, Queue
 from models.triggers import Trigger
 from solver import tick
@@ -37,7 +37,7 @@ def _action(action_id: str, **fields: object) -> Action:
 def test_one_holder_at_a_time_and_a_lapsed_lease_goes_to_the_next_epoch(database: str) -> None:
     """Issue 13: "Exactly one replica ticks at a time, elected through the database (an
     advisory lock or a lease row with an epoch)." """
-    store = SqliteStore(database)
+    store = SqlStore(database)
     try:
         first = store.hold_lease("a", None, 0.3)
         assert (first.holder, first.epoch) == ("a", 1)
@@ -58,7 +58,7 @@ def test_a_stale_leaders_write_back_is_refused_whole(database: str) -> None:
     """Issue 13: "The write-back of a tick is fenced: it commits only if its epoch is still
     the current one, in the same transaction, so a paused or partitioned ex-leader can never
     apply a stale plan." """
-    store = SqliteStore(database)
+    store = SqlStore(database)
     try:
         store.put_cluster(CLUSTER)
         store.submit([_action("a"), _action("b")])
@@ -86,7 +86,7 @@ def test_a_stale_leaders_write_back_is_refused_whole(database: str) -> None:
 def test_deadline_expiry_and_trigger_firing_are_fenced_too(database: str) -> None:
     """Issue 13 (brief): the trigger firing and deadline expiry writes "also must happen
     once": only the leader at the current epoch makes them."""
-    store = SqliteStore(database)
+    store = SqlStore(database)
     try:
         store.put_cluster(CLUSTER)
         store.create_queue(Queue(name="batch"))

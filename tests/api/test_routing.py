@@ -13,7 +13,7 @@ from api.cli.context import Remote
 from api.cli.main import main
 from api.client import Action, Queue, Task, TaskEnvironment, with_runcontext
 from api.store.migrations import SCHEMA_VERSION
-from api.store.sqlite import SqliteStore
+from api.store.sql_store import SqlStore
 from models.errors import MaxQueuedTimeExceededError
 from models.snapshot import Action as ActionModel
 from models.snapshot import Container
@@ -164,12 +164,12 @@ def test_a_version_3_file_is_upgraded(tmp_path: Path) -> None:
     """New tables and a column through the store's schema versioning: a version 3 file gains
     them, and its actions show no queue source (it was not kept then)."""
     path = tmp_path / "old.db"
-    old = SqliteStore(path)
+    old = SqlStore(path)
     now = ActionModel(id="x", submitted_at="2026-01-01T00:00:00Z", containers=[Container()])
     old.submit([now])
     old.close()
     downgrade(path, 3)
-    upgraded = SqliteStore(path)
+    upgraded = SqlStore(path)
     try:
         assert upgraded.list_tasks() == []
         assert upgraded.run_queue("x") is None

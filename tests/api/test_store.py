@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from api.store.records import Phase, ReportedOutcome, SnapshotOvertaken
-from api.store.sqlite import SqliteStore
+from api.store.sql_store import SqlStore
 from models.errors import FailedPrecondition, ResourceExhausted
 from models.result import (
     FailedAction,
@@ -69,7 +69,7 @@ def _result(scheduled: list[str] = (), failed: list[str] = ()) -> TickResult:  #
 def test_concurrent_submissions_share_commits_and_respect_depth(database: str) -> None:
     """Seed: "Depth: the total number of in-flight plus waiting items the queue will hold."
     Eight threads race 25 submissions each at a queue of depth 120: exactly 120 get in."""
-    store = SqliteStore(database)
+    store = SqlStore(database)
     store.create_queue(Queue(name="q", depth=120))
     accepted, rejected = [], []
 
@@ -90,13 +90,13 @@ def test_concurrent_submissions_share_commits_and_respect_depth(database: str) -
     assert store.queue_counts()["q"].queued == 120
     store.close()
     # What was acknowledged is stored: a store opened afresh reads it.
-    reopened = SqliteStore(database)
+    reopened = SqlStore(database)
     assert reopened.queue_counts()["q"].queued == 120
     reopened.close()
 
 
 def test_apply_tick_never_schedules_twice_nor_revives_a_cancelled_action(database: str) -> None:
-    store = SqliteStore(database)
+    store = SqlStore(database)
     store.put_cluster(CLUSTER)
     store.submit([_action("a"), _action("b"), _action("c")])
     generation = store.read_tick_input(NOW).generation
@@ -115,7 +115,7 @@ def test_apply_tick_never_schedules_twice_nor_revives_a_cancelled_action(databas
 
 def test_a_tick_is_one_transaction(database: str) -> None:
     """Issue: a crash in the middle leaves either all of a tick's decisions or none."""
-    store = SqliteStore(database)
+    store = SqlStore(database)
     store.put_cluster(CLUSTER)
     store.submit([_action("a"), _action("b")])
     generation = store.read_tick_input(NOW).generation
@@ -129,7 +129,7 @@ def test_a_tick_is_one_transaction(database: str) -> None:
 
 def test_snapshot_round_trips_through_the_solver(database: str) -> None:
     """Scheduled actions come back as running with their placement and keep their charges."""
-    store = SqliteStore(database)
+    store = SqlStore(database)
     store.put_cluster(CLUSTER)
     store.create_queue(Queue(name="q", max_resources={"cpu": "4"}))
     store.submit([_action(f"a{i}", "q", cpu="2") for i in range(3)])
@@ -144,10 +144,10 @@ def test_snapshot_round_trips_through_the_solver(database: str) -> None:
     assert second.scheduled == [] and second.queues["q"].in_flight_resources["cpu"] == 4_000
     # The parsed-action cache changes nothing: a fresh store reads the same snapshot.
     store.close()
-    assert SqliteStore(database).read_snapshot(NOW) == snapshot
+    assert SqlStore(database).read_snapshot(NOW) == snapshot
 
 
-def _cpu_scheduled(store: SqliteStore, queue: str) -> int:
+def _cpu_scheduled(store: SqlStore, queue: str) -> int:
     """Millicores held by the queue's scheduled actions (their containers' requests)."""
     return sum(
         record.action.containers[0].resources["cpu"]
@@ -164,7 +164,7 @@ def test_a_tick_planned_on_an_overtaken_snapshot_is_refused(database: str) -> No
     between the reads makes them plan different admissions, each within the cap of 4
     cpu; applied together they would hold 6. The first applies (the submission did not
     overtake it), the second is refused whole."""
-    store = SqliteStore(database)
+    store = SqlStore(database)
     store.put_cluster(CLUSTER)
     store.create_queue(Queue(name="q", max_resources={"cpu": "4"}))
     store.submit([_action("a0", "q", cpu="2"), _action("a1", "q", cpu="2")])
@@ -193,7 +193,7 @@ def test_a_lowered_cap_overtakes_a_tick_but_work_writes_do_not(database: str) ->
     solves would let its admissions exceed the new cap: the write-back is refused. A
     submission, a cancellation or an executor's report cannot make the plan overrun
     anything, so they leave the tick valid."""
-    store = SqliteStore(database)
+    store = SqlStore(database)
     store.put_cluster(CLUSTER)
     store.create_queue(Queue(name="q", max_resources={"cpu": "4"}))
     store.submit([_action(f"a{i}", "q", cpu="2") for i in range(4)])
@@ -219,20 +219,20 @@ def test_a_second_writer_on_the_same_file_is_refused_naming_the_holder(tmp_path:
     for the process's life, released by the OS on kill -9), with a message saying which
     process holds it." """
     path = tmp_path / "s.db"
-    store = SqliteStore(path)
+    store = SqlStore(path)
     with pytest.raises(FailedPrecondition) as refused:
-        SqliteStore(path)
+        SqlStore(path)
     assert f"pid {os.getpid()}" in refused.value.message
     assert str(path) in refused.value.message
     store.close()
-    SqliteStore(path).close()  # closing releases the lock
+    SqlStore(path).close()  # closing releases the lock
 
 
 def test_the_database_and_its_wal_shm_and_lock_files_are_private(tmp_path: Path) -> None:
     """Issue: "The database, WAL and SHM files are created 0644: create them 0600." """
     path = tmp_path / "s.db"
     previous = os.umask(0o022)  # the usual umask, which left the files readable by all
-    store = SqliteStore(path)
+    store = SqlStore(path)
     try:
         store.submit([_action("a")])  # a write: SQLite has created the WAL and SHM files
         with sqlite3.connect(path) as conn:

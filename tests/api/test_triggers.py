@@ -22,7 +22,7 @@ from api.cli.context import Remote
 from api.cli.main import main
 from api.client import Action, Cron, FixedRate, Queue, SluiceClient, Trigger
 from api.store.migrations import SCHEMA_VERSION
-from api.store.sqlite import SqliteStore
+from api.store.sql_store import SqlStore
 from models.errors import InvalidInput, NotFound, PermissionDenied
 from models.snapshot import Queue as QueueModel
 from models.triggers import Trigger as TriggerModel
@@ -41,8 +41,8 @@ def _trigger(**fields: Any) -> TriggerModel:
 
 
 @pytest.fixture
-def store(database: str) -> Iterator[SqliteStore]:
-    opened = SqliteStore(database)
+def store(database: str) -> Iterator[SqlStore]:
+    opened = SqlStore(database)
     opened.create_queue(QueueModel(name="batch"))
     try:
         yield opened
@@ -54,7 +54,7 @@ def _at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def test_a_fixed_rate_fires_each_time_once(store: SqliteStore) -> None:
+def test_a_fixed_rate_fires_each_time_once(store: SqlStore) -> None:
     """Issue 14: "Each scheduled time fires at most once ... the firing and the run it
     creates commit in one transaction." Fixed rate `every 2s`, counted from creation."""
     store.create_trigger(_trigger(), T0)
@@ -73,7 +73,7 @@ def test_a_fixed_rate_fires_each_time_once(store: SqliteStore) -> None:
     assert record.next_due == _at(6)
 
 
-def test_each_firing_is_a_new_run_with_the_submit_fields(store: SqliteStore) -> None:
+def test_each_firing_is_a_new_run_with_the_submit_fields(store: SqlStore) -> None:
     """Issue 14: "the action(s) each firing submits as a new run (the same fields as
     `sluice submit`)"; a deadline is counted from the firing."""
     two = [ONE_CPU | {"max_queued_time": "1h", "deadline": "6h"}, ONE_CPU]
@@ -86,7 +86,7 @@ def test_each_firing_is_a_new_run_with_the_submit_fields(store: SqliteStore) -> 
     assert actions[0].max_queued_time == timedelta(hours=1)
 
 
-def test_missed_times_get_one_catch_up_run_by_default(store: SqliteStore) -> None:
+def test_missed_times_get_one_catch_up_run_by_default(store: SqlStore) -> None:
     """Issue 14: "Fires missed while the service was down: one catch-up run by default ...;
     say which happened in the trigger's history." """
     store.create_trigger(_trigger(), T0)
@@ -100,7 +100,7 @@ def test_missed_times_get_one_catch_up_run_by_default(store: SqliteStore) -> Non
     assert store.get_trigger("nightly").next_due == _at(32)
 
 
-def test_catch_up_none_skips_the_missed_times_and_says_so(store: SqliteStore) -> None:
+def test_catch_up_none_skips_the_missed_times_and_says_so(store: SqlStore) -> None:
     """Issue 14: "... or none (`--catch-up none`); say which happened in the trigger's
     history." """
     store.create_trigger(_trigger(catch_up="none"), T0)
@@ -116,7 +116,7 @@ def test_catch_up_none_skips_the_missed_times_and_says_so(store: SqliteStore) ->
     assert len(store.list_actions(queue="batch").items) == 2
 
 
-def test_a_long_outage_of_a_fast_schedule_is_counted_within_bounds(store: SqliteStore) -> None:
+def test_a_long_outage_of_a_fast_schedule_is_counted_within_bounds(store: SqlStore) -> None:
     """A year down with a one-second rate: the history says "more than 1000", one run."""
     store.create_trigger(_trigger(schedule={"every": "1s"}), T0)
     started = time.perf_counter()
@@ -127,7 +127,7 @@ def test_a_long_outage_of_a_fast_schedule_is_counted_within_bounds(store: Sqlite
     assert [f.scheduled_for for f in firings[1:]] == [_at(365 * 86400 - s) for s in (2, 1, 0)]
 
 
-def test_paused_triggers_do_not_fire_and_resume_from_now(store: SqliteStore) -> None:
+def test_paused_triggers_do_not_fire_and_resume_from_now(store: SqlStore) -> None:
     """Issue 14: a trigger is "paused or active"."""
     store.create_trigger(_trigger(paused=True), T0)
     assert store.get_trigger("nightly").next_due is None
@@ -137,7 +137,7 @@ def test_paused_triggers_do_not_fire_and_resume_from_now(store: SqliteStore) -> 
     assert [f.outcome for f in store.fire_triggers(_at(102), GRACE)] == ["fired"]
 
 
-def test_a_refused_run_is_in_the_history(store: SqliteStore) -> None:
+def test_a_refused_run_is_in_the_history(store: SqlStore) -> None:
     """A firing into a draining queue submits nothing; the history names the refusal."""
     store.create_trigger(_trigger(), T0)
     store.set_draining("batch", True)
@@ -148,7 +148,7 @@ def test_a_refused_run_is_in_the_history(store: SqliteStore) -> None:
     assert store.get_trigger("nightly").next_due == _at(4)
 
 
-def test_cron_with_a_time_zone(store: SqliteStore) -> None:
+def test_cron_with_a_time_zone(store: SqlStore) -> None:
     """Issue 14: "schedule (cron expression with an optional time zone ...)"; croniter reads
     it. 02:00 in Amsterdam is 01:00 UTC in winter."""
     schedule = {"cron": "0 2 * * *", "timezone": "Europe/Amsterdam"}
@@ -176,9 +176,9 @@ def test_bad_schedules_are_refused() -> None:
 def test_an_existing_database_gains_the_triggers_tables(tmp_path: Path) -> None:
     """New tables through the store's schema versioning: a version 2 file is upgraded."""
     path = tmp_path / "old.db"
-    SqliteStore(path).close()
+    SqlStore(path).close()
     downgrade(path, 2)
-    upgraded = SqliteStore(path)
+    upgraded = SqlStore(path)
     try:
         assert upgraded.list_triggers() == []
     finally:

@@ -1,4 +1,4 @@
-"""The tick service's durable state: `SqliteStore`, one SQLite file joined from its parts.
+"""The tick service's durable state: `SqlStore`, one SQLite file joined from its parts.
 
 Everything a tick needs (queues, clusters, organization settings, reusable
 environments, every action with its whole life, and the quota-managed job queues)
@@ -9,7 +9,7 @@ write-back); this module adds the schema and the group commit of submissions.
 Durability: the database runs in WAL mode with `synchronous=FULL`, so a
 transaction is on disk when COMMIT returns. A submission is acknowledged only
 after its COMMIT; a tick's decisions are applied in one transaction. Concurrent
-submissions share one COMMIT (group commit, see `SqliteStore.submit`), which is
+submissions share one COMMIT (group commit, see `SqlStore.submit`), which is
 what lets durable writes keep up with many callers.
 """
 
@@ -20,15 +20,15 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from api.store.actions import SqliteActions, queue_body
-from api.store.job_queues import SqliteJobQueues
-from api.store.leadership import SqliteLeadership
+from api.store.actions import SqlActions, queue_body
+from api.store.job_queues import SqlJobQueues
+from api.store.leadership import SqlLeadership
 from api.store.migrations import migrate
 from api.store.records import NOT_ROUTED, Routing
-from api.store.retention import SqliteRetention
-from api.store.tasks import SqliteTasks
-from api.store.tick_io import SqliteTickIO
-from api.store.triggers import SqliteTriggers
+from api.store.retention import SqlRetention
+from api.store.tasks import SqlTasks
+from api.store.tick_io import SqlTickIO
+from api.store.triggers import SqlTriggers
 from models.errors import SluiceError, Unavailable
 from models.snapshot import DEFAULT_QUEUE, Action, Queue, Settings
 
@@ -45,14 +45,14 @@ class _Ticket:
     error: SluiceError | None = None
 
 
-class SqliteStore(
-    SqliteActions,
-    SqliteJobQueues,
-    SqliteTickIO,
-    SqliteTriggers,
-    SqliteTasks,
-    SqliteRetention,
-    SqliteLeadership,
+class SqlStore(
+    SqlActions,
+    SqlJobQueues,
+    SqlTickIO,
+    SqlTriggers,
+    SqlTasks,
+    SqlRetention,
+    SqlLeadership,
 ):
     """The embedded default store: every part of the interface over one SQLite file."""
 
