@@ -25,14 +25,12 @@ from api.calls import Call, Stream
 from api.client import (
     NEXT_PAGE_HEADER,
     STREAM_TIMEOUT,
+    Connection,
     EventReader,
     RetryPolicy,
     StreamCursor,
-    client_headers,
     error_of,
-    server_url,
 )
-from models.errors import Unavailable
 
 T = TypeVar("T")
 
@@ -73,29 +71,17 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-class AsyncSluiceClient:
+class AsyncSluiceClient(Connection[httpx.AsyncClient]):
     """One async connection to a server; `send`, `send_page`, `events` and `request` as
     SluiceClient's, awaited."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        token: str | None = None,
-        timeout_s: float = 30.0,
-        http: httpx.AsyncClient | None = None,
-        retries: int = 3,
-    ) -> None:
-        """`http` replaces the connection (tests); `retries` as SluiceClient's."""
-        self.url = server_url(url)
-        headers = client_headers(token)
-        if http is None:
-            transport = AsyncRetryTransport(httpx.AsyncHTTPTransport(retries=retries), retries)
-            http = httpx.AsyncClient(
-                base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
-            )
-        else:
-            http.headers.update(headers)
-        self._http = http
+    def _connect(
+        self, headers: dict[str, str], timeout_s: float, retries: int
+    ) -> httpx.AsyncClient:
+        transport = AsyncRetryTransport(httpx.AsyncHTTPTransport(retries=retries), retries)
+        return httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
+        )
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -141,7 +127,7 @@ class AsyncSluiceClient:
         try:
             response = await self._http.request(method, path, json=body, params=params)
         except httpx.HTTPError as error:
-            raise Unavailable(f"cannot reach the Sluice server at {self.url}: {error}") from None
+            raise self._unreachable(error) from None
         if response.is_error:
             raise error_of(response)
         return response

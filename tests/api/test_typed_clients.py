@@ -18,10 +18,25 @@ import pytest
 from mypy import api as mypy_api
 
 from api.async_client import AsyncRetryTransport, AsyncSluiceClient
-from api.calls import Actions, Jobs, Queues
+from api.calls import (
+    Actions,
+    Clusters,
+    Environments,
+    JobQueues,
+    Jobs,
+    Organization,
+    Queues,
+    QuotaShares,
+    SchedulingPolicies,
+    ServiceEnvironments,
+)
 from api.schemas.actions import ActionPublic
+from api.schemas.environments import EnvironmentPublic
+from api.schemas.job_queues import JobQueuePublic
 from api.schemas.queues import QueuePublic
-from models.errors import NotFound, ResourceExhausted, Unavailable
+from models.errors import FailedPrecondition, NotFound, ResourceExhausted, Unavailable
+from models.quota import SchedulingPolicy, ServiceEnvironment
+from models.snapshot import Cluster, Settings
 from tests.support.service import Service
 
 ROOT = Path(__file__).parents[2]
@@ -68,6 +83,63 @@ def test_the_async_client_has_the_same_surface(svc: Service) -> None:
     queue, page, events = asyncio.run(run())
     assert queue.depth == 5 and [a.id for a in page] == ["b1"]
     assert [event.waiting for event in events] == [1]
+
+
+WEST = {"name": "west", "node_pools": [{"name": "cpu", "node": {"cpu": "8", "memory": "32Gi"},
+                                         "nodes": 2}]}  # fmt: skip
+
+
+def test_configuration_has_typed_calls_too(svc: Service) -> None:
+    """The fleet's configuration (clusters, settings, reusable environments), scheduling
+    policies, service environments, job queues and their quota shares are `Call`s too, so
+    both clients send them and return the server's models, not dicts."""
+    client = svc.client()
+    cluster: Cluster = client.send(Clusters.put(WEST))
+    assert [(p.name, p.nodes) for p in cluster.node_pools] == [("cpu", 2)]
+    assert "west" in {c.name for c in client.send(Clusters.list())}
+    settings: Settings = client.send(Organization.put_settings({"default_gpu_type": "H100"}))
+    assert client.send(Organization.settings()) == settings
+    client.send(Queues.create("warm-q"))
+    warm: EnvironmentPublic = client.send(
+        Environments.put({"name": "warm", "queue": "warm-q", "resources": {"cpu": "1"}})
+    )
+    assert (warm.queue, warm.running, client.send(Environments.get("warm")).replicas) == (
+        "warm-q", False, 1)  # fmt: skip
+    policy: SchedulingPolicy = client.send(SchedulingPolicies.put("fifo"))
+    assert policy.quota_share_policy is not None
+    capacity: ServiceEnvironment = client.send(ServiceEnvironments.put("g5", {"ml.g5.xlarge": 3}))
+    assert capacity.capacity_limits == {"ml.g5.xlarge": 3}
+    share = QuotaShares.spec("a", {"ml.g5.xlarge": 1}, "LEND_AND_BORROW", borrow_limit=100)
+    created: JobQueuePublic = client.send(
+        JobQueues.create(
+            "training", scheduling_policy="fifo", service_environment="g5", quota_shares=[share]
+        )
+    )
+    assert (created.status.value, created.shares[0].borrow_limit) == ("VALID", 100)
+    two = client.send(QuotaShares.put("training", "b", {"ml.g5.xlarge": 1}, "RESERVE"))
+    assert [s.name for s in two.shares] == ["a", "b"]
+    lifted = client.send(QuotaShares.update("training", "a", clear_borrow_limit=True))
+    assert lifted.shares[0].borrow_limit is None
+    assert client.send(QuotaShares.delete("training", "b")) is None
+    assert client.send(JobQueues.update("training", state="DISABLED")).state.value == "DISABLED"
+    with pytest.raises(FailedPrecondition):
+        client.send(SchedulingPolicies.delete("fifo"))  # training uses it
+    client.send(JobQueues.delete("training"))
+    client.send(SchedulingPolicies.delete("fifo"))
+    with pytest.raises(NotFound):
+        client.send(SchedulingPolicies.get("fifo"))
+    # A name is one path segment, however it is spelt.
+    with pytest.raises(NotFound):
+        client.send(ServiceEnvironments.get("g5/../g5"))
+
+    async def run() -> list[ServiceEnvironment]:
+        transport = httpx.ASGITransport(app=svc.app)
+        http = httpx.AsyncClient(transport=transport, base_url="http://testserver")
+        async with AsyncSluiceClient("http://testserver", http=http) as aclient:
+            await aclient.send(ServiceEnvironments.put("g6", {"ml.g5.xlarge": 1}))
+            return await aclient.send(ServiceEnvironments.list())
+
+    assert [e.name for e in asyncio.run(run())] == ["g5", "g6"]
 
 
 def _async_client(handler: httpx.MockTransport, sleeps: list[float]) -> AsyncSluiceClient:
