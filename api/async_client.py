@@ -15,22 +15,29 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from api.calls import Call, Stream
+from api.calls import Actions, Call, Queues, Stream
 from api.client import (
+    ACTION_FAILED_AND_DONE,
+    ACTION_SETTLED,
     NEXT_PAGE_HEADER,
     STREAM_TIMEOUT,
     Connection,
     EventReader,
     RetryPolicy,
+    Settling,
     StreamCursor,
     error_of,
 )
+
+if TYPE_CHECKING:
+    from api.schemas.actions import ActionPublic
 
 T = TypeVar("T")
 
@@ -132,6 +139,35 @@ class AsyncSluiceClient(Connection[httpx.AsyncClient]):
             raise error_of(response)
         return response
 
+    async def wait_action(
+        self,
+        action_id: str,
+        *,
+        until: tuple[str, ...] = ACTION_SETTLED,
+        timeout_s: float | None = None,
+    ) -> ActionPublic:
+        """The sync `Action.wait`, awaited: until the action reaches one of `until` (by
+        default scheduled, running or succeeded), reading it again after each tick (its
+        queue's watch stream), never polling. A failed one raises its code's exception
+        (MaxQueuedTimeExceededError, Infeasible, ...); `timeout_s` bounds the whole wait,
+        also while no tick comes, and then raises UNAVAILABLE."""
+        settling = Settling(f"action {action_id}", until, ACTION_FAILED_AND_DONE)
+        found = await self.send(Actions.get(action_id))
+        try:
+            async with asyncio.timeout(timeout_s):
+                if settling.settled(found.state, found.code, found.message):
+                    return found
+                watch = Queues.watch(found.queue)
+                ticks = self.stream(watch.path, watch.params)
+                async with contextlib.aclosing(ticks):
+                    async for _ in ticks:
+                        found = await self.send(Actions.get(action_id))
+                        if settling.settled(found.state, found.code, found.message):
+                            return found
+        except TimeoutError:
+            raise settling.timed_out(found.state, timeout_s or 0.0) from None
+        raise AssertionError("unreachable: a watch stream ends only by raising")
+
     async def events(self, stream: Stream[T], *, reconnects: int = 5) -> AsyncIterator[T]:
         """A stream's events as models; reconnects as SluiceClient.stream does."""
         async for data in self.stream(stream.path, stream.params, reconnects=reconnects):
@@ -139,7 +175,7 @@ class AsyncSluiceClient(Connection[httpx.AsyncClient]):
 
     async def stream(
         self, path: str, params: dict[str, Any] | None = None, *, reconnects: int = 5
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         """The data of each server-sent event, decoded, across reconnects with
         `Last-Event-ID` (see SluiceClient.stream)."""
         cursor = StreamCursor(self.url, params, reconnects)

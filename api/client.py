@@ -487,36 +487,54 @@ def _every(poll_s: float) -> Iterator[None]:
         yield
 
 
-def _wait(
-    what: str,
-    fetch: Callable[[], JSON],
-    until: tuple[str, ...],
-    failed_and_done: tuple[str, ...],
-    timeout_s: float | None,
-    changes: Callable[[JSON], Iterator[object]],
-) -> JSON:
-    """Fetch until the state is in `until`, again after each item of `changes(first found)`.
+@dataclass(frozen=True)
+class Settling:
+    """When a wait for an action or a job ends, for the sync and the async clients alike.
 
     `failed_and_done` starts with the failed state (raised as its code's error, so a
     caller can resubmit elsewhere), then the other states nothing comes after.
     """
+
+    what: str  # "action a1", in the errors
+    until: tuple[str, ...]
+    failed_and_done: tuple[str, ...]
+
+    def settled(self, state: str, code: str | None, message: str | None) -> bool:
+        """True once `state` is one of `until`; raises once nothing can come after it."""
+        if state in self.until:
+            return True
+        if state == self.failed_and_done[0]:
+            raise error_from_code(code or ErrorCode.INTERNAL, message or "failed")
+        if state in self.failed_and_done:
+            raise FailedPrecondition(f"{self.what} is {state}")
+        return False
+
+    def timed_out(self, state: str, timeout_s: float) -> Unavailable:
+        return Unavailable(f"{self.what} is still {state} after {timeout_s:g} s")
+
+
+ACTION_SETTLED = ("scheduled", "running", "succeeded")  # what a wait for an action waits for
+ACTION_FAILED_AND_DONE = ("failed", "succeeded", "cancelled")
+
+
+def _wait(
+    settling: Settling,
+    fetch: Callable[[], JSON],
+    timeout_s: float | None,
+    changes: Callable[[JSON], Iterator[object]],
+) -> JSON:
+    """Fetch until it settles, again after each item of `changes(first found)`."""
     started = time.monotonic()
     found = fetch()
     following: Iterator[object] | None = None  # opened only if the first read does not settle
-    while True:
-        state = found["state"]
-        if state in until:
-            return found
-        if state == failed_and_done[0]:
-            raise error_from_code(found["code"] or ErrorCode.INTERNAL, found["message"] or "failed")
-        if state in failed_and_done:
-            raise FailedPrecondition(f"{what} is {state}")
+    while not settling.settled(found["state"], found.get("code"), found.get("message")):
         if timeout_s is not None and time.monotonic() - started > timeout_s:
-            raise Unavailable(f"{what} is still {state} after {timeout_s:g} s")
+            raise settling.timed_out(found["state"], timeout_s)
         if following is None:
             following = changes(found)
         next(following)
         found = fetch()
+    return found
 
 
 class _Tracked:
@@ -569,11 +587,12 @@ class _Tracked:
         is read again after each tick (its queue's watch stream); a job every `poll_s`.
         `timeout_s` is checked at each of those.
         """
+        settling = Settling(
+            f"{cls._noun} {item_id}", cls._until if until is None else until, cls._failed_and_done
+        )
         return _wait(
-            f"{cls._noun} {item_id}",
+            settling,
             lambda: cls.get(item_id, client=client),
-            cls._until if until is None else until,
-            cls._failed_and_done,
             timeout_s,
             lambda found: cls._changes(found, poll_s, _client(client)),
         )
@@ -589,8 +608,8 @@ class Action(_Tracked):
 
     _calls = Actions
     _noun = "action"
-    _until = ("scheduled", "running", "succeeded")
-    _failed_and_done = ("failed", "succeeded", "cancelled")
+    _until = ACTION_SETTLED
+    _failed_and_done = ACTION_FAILED_AND_DONE
 
     @classmethod
     def _changes(cls, found: JSON, poll_s: float, client: SluiceClient) -> Iterator[object]:

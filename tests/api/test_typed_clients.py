@@ -34,7 +34,13 @@ from api.schemas.actions import ActionPublic
 from api.schemas.environments import EnvironmentPublic
 from api.schemas.job_queues import JobQueuePublic
 from api.schemas.queues import QueuePublic
-from models.errors import FailedPrecondition, NotFound, ResourceExhausted, Unavailable
+from models.errors import (
+    FailedPrecondition,
+    MaxQueuedTimeExceededError,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+)
 from models.quota import SchedulingPolicy, ServiceEnvironment
 from models.snapshot import Cluster, Settings
 from tests.support.service import Service
@@ -219,6 +225,54 @@ def test_async_watch_reconnects_with_last_event_id() -> None:
 
     assert asyncio.run(run()) == [8, 9]
     assert seen == [(None, "2"), ("8", "1")]
+
+
+class _AfterEachTick(httpx.AsyncByteStream):
+    """A queue's watch stream: an event after each of `ticks` ticks of the service, then
+    none (no tick comes)."""
+
+    def __init__(self, svc: Service, ticks: int) -> None:
+        self.svc, self.ticks = svc, ticks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for tick in range(self.ticks):
+            self.svc.tick()
+            yield f"event: queue\nid: {tick}\ndata: {{}}\n\n".encode()
+        await asyncio.sleep(3600)
+
+
+def test_async_wait_follows_the_queue_stream(svc: Service) -> None:
+    """ "`Action.wait` follows the stream instead of polling every 0.5 s", on the async
+    client too: each action is read once, then again after each tick its queue's stream
+    reports; a failed one raises its code's error, and `timeout_s` bounds a wait that no
+    tick ends."""
+    client = svc.client()
+    client.send(Queues.create("capped", max_resources={"cpu": "1"}))
+    for action_id, limit in (("hog", None), ("late", "0.1s"), ("stuck", None)):
+        client.send(Actions.submit(queue="capped", id=action_id, resources={"cpu": "1"},
+                                   max_queued_time=limit))  # fmt: skip
+    reads: list[str] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        reads.append(request.url.path)
+        if request.url.path.startswith("/watch/"):
+            return httpx.Response(200, stream=_AfterEachTick(svc, ticks=1))
+        answer = svc.http.request(request.method, request.url.path)
+        return httpx.Response(answer.status_code, content=answer.content, headers=answer.headers)
+
+    async def run() -> ActionPublic:
+        aclient = _async_client(httpx.MockTransport(server), [])
+        hog = await aclient.wait_action("hog")
+        await asyncio.sleep(0.2)  # past late's max_queued_time
+        with pytest.raises(MaxQueuedTimeExceededError):
+            await aclient.wait_action("late")
+        with pytest.raises(Unavailable, match=r"still queued after 0\.2 s"):
+            await aclient.wait_action("stuck", timeout_s=0.2)
+        return hog
+
+    assert asyncio.run(run()).state.value == "scheduled"
+    follow = ["/actions/{0}", "/watch/queues/capped", "/actions/{0}"]  # then, after one tick
+    assert reads == [read.format(a) for a in ("hog", "late", "stuck") for read in follow]
 
 
 @pytest.mark.slow
