@@ -1,4 +1,4 @@
-"""The background cleanup: finished actions past the service's retention are pruned.
+"""The background cleanup: finished actions and jobs past the service's retention are pruned.
 
 It runs beside the tick loop, a batch (api.store.retention.PRUNE_BATCH) per write
 transaction, so a first cleanup of a large file never holds the writer for long; a full
@@ -31,20 +31,22 @@ class Cleanup:
         self._stopping.set()
 
     def prune_once(self) -> int:
-        """One batch; what /metrics counts stays counted (api.store.retention)."""
-        pruned = self.store.prune_finished(datetime.now(UTC), self.retention, QUEUE_WAIT_BOUNDS_S)
-        if pruned:
-            log.info("pruned %d finished actions past the retention", pruned)
-        return pruned
+        """One batch of actions and one of jobs; the larger of the two counts. What /metrics
+        counts stays counted (api.store.retention)."""
+        now = datetime.now(UTC)
+        actions = self.store.prune_finished(now, self.retention, QUEUE_WAIT_BOUNDS_S)
+        jobs = self.store.prune_finished_jobs(now, self.retention)
+        if actions or jobs:
+            log.info("pruned %d finished actions and %d finished jobs past the retention",
+                     actions, jobs)  # fmt: skip
+        return max(actions, jobs)
 
     async def run_forever(self) -> None:
         while not self._stopping.is_set():
             try:
                 pruned = await asyncio.to_thread(self.prune_once)
             except Exception:  # a failed cleanup must not stop the service; try again later
-                log.exception(
-                    "cleanup of finished actions failed; next try in %.0f s", self.every_s
-                )
+                log.exception("cleanup of finished work failed; next try in %.0f s", self.every_s)
                 pruned = 0
             if pruned < PRUNE_BATCH:
                 with contextlib.suppress(TimeoutError):

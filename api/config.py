@@ -63,16 +63,16 @@ class ServiceSettings(BaseModel):
     )
     retain_finished_for: timedelta | None = Field(
         default=timedelta(days=7),
-        description="Finished actions are deleted this long after they finished; None keeps"
-        " them whatever their age. What /metrics counts of them stays counted.",
+        description="Finished actions and jobs are deleted this long after they finished;"
+        " None keeps them whatever their age. What /metrics counts of them stays counted.",
     )
     retain_finished: PositiveInt | None = Field(
         default=100_000,
-        description="At most this many finished actions are kept (the newest); None keeps"
-        " any number.",
+        description="At most this many finished actions are kept (the newest), and as many"
+        " finished jobs; None keeps any number.",
     )
     retention_check_s: PositiveFloat = Field(
-        default=60.0, description="Seconds between cleanups of finished actions."
+        default=60.0, description="Seconds between cleanups of finished actions and jobs."
     )
     demo: bool = False
     demo_seed: int = 7

@@ -190,15 +190,16 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
     default=_spelled_default("retain_finished_for"),
     show_default=True,
     callback=_retain_for,
-    help="Delete finished actions this long after they finished (12h, 30d); forever keeps"
-    " them. /metrics keeps counting what they counted.",
+    help="Delete finished actions and jobs this long after they finished (12h, 30d); forever"
+    " keeps them. /metrics keeps counting what they counted.",
 )
 @click.option(
     "--retain-finished",
     default=_spelled_default("retain_finished"),
     show_default=True,
     callback=_retain_finished,
-    help="Keep at most this many finished actions, the newest; unlimited keeps any number.",
+    help="Keep at most this many finished actions, the newest, and as many finished jobs;"
+    " unlimited keeps any number.",
 )
 @click.option(
     "--log-level",

@@ -42,6 +42,7 @@ from api.store.records import (
     ReportedOutcome,
     ShareCounts,
 )
+from api.store.retention import retired_preemptions
 from models.errors import (
     AlreadyExists,
     ErrorCode,
@@ -320,12 +321,16 @@ class SqlJobQueues(SqlDatabase):
         return {key: ShareCounts(**value) for key, value in counts.items()}
 
     def preemption_totals(self) -> dict[str, int]:
-        """Preemptions per job queue, over every job the store holds."""
+        """Preemptions per job queue, over every job the store holds and every job retention
+        pruned."""
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT job_queue, CAST(SUM(preemptions) AS INTEGER) FROM jobs GROUP BY job_queue"
             ).fetchall()
-        return dict(rows)
+            totals = retired_preemptions(conn)
+        for job_queue, preemptions in rows:
+            totals[job_queue] = totals.get(job_queue, 0) + preemptions
+        return totals
 
     # -- jobs ------------------------------------------------------------------------------------
 

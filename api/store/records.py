@@ -115,8 +115,9 @@ class QueueCounts:
 
 @dataclass(frozen=True)
 class Retention:
-    """How long finished actions are kept: `max_age` since they finished, and at most
-    `max_count` of them (the newest); None leaves that bound out."""
+    """How long finished actions, and apart from them finished jobs, are kept: `max_age`
+    since they finished, and at most `max_count` of each (the newest); None leaves that bound
+    out."""
 
     max_age: timedelta | None = timedelta(days=7)
     max_count: int | None = 100_000
@@ -423,6 +424,7 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
     def prune_finished(
         self, now: datetime, retention: Retention, wait_bounds_s: tuple[float, ...]
     ) -> int: ...
+    def prune_finished_jobs(self, now: datetime, retention: Retention) -> int: ...
 
     def put_cluster(self, cluster: Cluster) -> None: ...
     def get_cluster(self, name: str) -> Cluster: ...

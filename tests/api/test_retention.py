@@ -1,6 +1,6 @@
-"""Retention of finished actions (issue 17): "Finished actions are never pruned: a retention
-setting (age and count) with a background cleanup, and the Arrow export keeps what the store
-keeps." """
+"""Retention of finished actions and jobs (issue 17): "Finished actions are never pruned: a
+retention setting (age and count) with a background cleanup, and the Arrow export keeps what the
+store keeps." Finished jobs of the job queues are pruned by the same settings."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from click.testing import CliRunner
 from api.cli.main import main
 from api.metrics import QUEUE_WAIT_BOUNDS_S
 from api.store.records import Retention
+from api.store.sql_store import SqlStore
 from models.arrow.tables import read_snapshot_stream
+from models.quota import Job, JobQueue, SchedulingPolicy, ServiceEnvironment
 from tests.support.metrics import samples
 from tests.support.service import Service
 
@@ -85,14 +87,105 @@ def test_count_and_age_prune_the_oldest_finished_and_metrics_keep_counting(svc: 
     assert [action.id for action in snapshot.actions] == ["a5"]
 
 
+G5 = "ml.g5.xlarge"
+
+
+def _job_queue(svc: Service) -> None:
+    """Job queue `training` with one share of one instance whose jobs preempt by priority."""
+    policy = {"quota_share_policy": {"idle_resource_assignment_strategy": "FIFO"}}
+    svc.ok("PUT", "/scheduling-policies/fifo", policy, status=201)
+    svc.ok("PUT", "/service-environments/g5", {"capacity_limits": {G5: 3}}, status=201)
+    share = {"name": "c", "capacity_limits": {G5: 1}, "strategy": "RESERVE",
+             "in_share_preemption": True}  # fmt: skip
+    queue = {"name": "training", "scheduling_policy": "fifo", "service_environment": "g5",
+             "quota_shares": [share]}  # fmt: skip
+    svc.ok("POST", "/job-queues", queue, status=201)
+
+
+def _job(svc: Service, job_id: str, priority: int = 0) -> None:
+    body = {"id": job_id, "job_queue": "training", "share": "c", "instance_type": G5}
+    svc.ok("POST", "/jobs", body | {"priority": priority}, status=201)
+
+
+def _finish_jobs(svc: Service) -> None:
+    """low is preempted by high, then cancelled; high succeeds; run stays running."""
+    _job_queue(svc)
+    _job(svc, "low", priority=1)
+    svc.tick()
+    _job(svc, "high", priority=9)
+    svc.tick()
+    assert svc.ok("GET", "/jobs/low")["preemptions"] == 1
+    svc.ok("POST", "/jobs/low/cancel")
+    for outcome in ("started", "succeeded"):
+        svc.ok("POST", "/jobs/high/report", {"outcome": outcome})
+    _job(svc, "run")
+    svc.tick()
+    svc.ok("POST", "/jobs/run/report", {"outcome": "started"})
+
+
+def _preemptions(svc: Service) -> dict[str, float]:
+    metrics = samples(svc.http.get("/metrics").text)
+    return {s.labels["job_queue"]: s.value for s in metrics if s.name == "sluice_preemptions_total"}
+
+
+def _job_ids(svc: Service) -> list[str]:
+    return [job["id"] for job in svc.ok("GET", "/jobs?job_queue=training")]
+
+
+def test_finished_jobs_are_pruned_by_the_same_retention(svc: Service) -> None:
+    """Jobs as actions: the newest finished ones up to the count, none older than the age;
+    a running job is never pruned, and `sluice_preemptions_total` does not go down."""
+    _finish_jobs(svc)
+    store = svc.app.state.store
+    assert (_job_ids(svc), _preemptions(svc)) == (["low", "high", "run"], {"training": 1})
+    now = datetime.now(UTC)
+    assert store.prune_finished_jobs(now, Retention(None, 1)) == 1
+    assert _job_ids(svc) == ["high", "run"]
+    assert svc.error("GET", "/jobs/low")[0] == 404
+    assert _preemptions(svc) == {"training": 1}
+    later = now + timedelta(hours=2)
+    assert store.prune_finished_jobs(later, Retention(timedelta(hours=1), None)) == 1
+    assert store.prune_finished_jobs(later, Retention(None, None)) == 0
+    assert (_job_ids(svc), _preemptions(svc)) == (["run"], {"training": 1})
+    # The pruned jobs' count is no capped queue's: no action metric appears for `training`.
+    assert "training" not in {s.labels.get("queue") for s in samples(svc.http.get("/metrics").text)}
+    snapshot = read_snapshot_stream(svc.http.get("/snapshot").content)
+    assert [job.id for job in snapshot.jobs] == ["run"]
+
+
+def test_job_pruning_runs_on_both_backends(database: str) -> None:
+    """The same pruning of jobs in SQLite and PostgreSQL: oldest finished first, live jobs
+    kept."""
+    store = SqlStore(database)
+    now = datetime.now(UTC)
+    policy = {"name": "fifo", "quota_share_policy": {}}
+    store.put_scheduling_policy(SchedulingPolicy.model_validate(policy))
+    environment = {"name": "g5", "capacity_limits": {G5: 3}}
+    store.put_service_environment(ServiceEnvironment.model_validate(environment))
+    share = {"name": "c", "capacity_limits": {G5: 3}, "strategy": "RESERVE"}
+    queue = {"name": "training", "scheduling_policy": "fifo", "service_environment": "g5",
+             "quota_shares": [share]}  # fmt: skip
+    store.create_job_queue(JobQueue.model_validate(queue))
+    for index, job_id in enumerate(("j1", "j2", "j3")):
+        job = {"id": job_id, "job_queue": "training", "share": "c", "instance_type": G5}
+        store.submit_job(Job.model_validate(job | {"submitted_at": now}))
+        if job_id != "j3":
+            store.cancel_job(job_id, now + timedelta(seconds=index))
+    assert store.prune_finished_jobs(now, Retention(None, 1)) == 1
+    assert [record.job.id for record in store.list_jobs().items] == ["j2", "j3"]
+    store.close()
+
+
 @pytest.mark.service(retain_finished=1, retention_check_s=0.05)
 def test_the_background_cleanup_prunes_while_the_service_runs(svc: Service) -> None:
-    """ "with a background cleanup": no call needed, the service prunes on its own."""
+    """ "with a background cleanup": no call needed, the service prunes on its own, finished
+    actions and jobs alike."""
     _finish(svc, {"b1": "succeeded", "b2": "succeeded", "b3": "succeeded"})
+    _finish_jobs(svc)
     deadline = time.monotonic() + 10
-    while _ids(svc) != ["b3"] and time.monotonic() < deadline:
+    while (_ids(svc), _job_ids(svc)) != (["b3"], ["high", "run"]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _ids(svc) == ["b3"]
+    assert (_ids(svc), _job_ids(svc)) == (["b3"], ["high", "run"])
 
 
 def test_serve_takes_the_retention_from_its_options(
