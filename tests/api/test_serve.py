@@ -13,6 +13,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from api.cli.main import main
 from api.cli.service import is_loopback, serve
 from api.store.records import Phase
 from models.result import TickResult
@@ -200,17 +201,13 @@ def test_serve_options_out_of_their_bounds_are_refused(
 def test_a_database_url_sluice_does_not_run_on_is_refused(tmp_path: Path, database: str) -> None:
     """Issue 13: "`sluice serve --db postgresql://USER@HOST:PORT/DBNAME`"; SQLite is a file's
     path. Any other URL is refused by name, rather than becoming a file called `mysql:`."""
-    result = subprocess.run(
-        [SLUICE, "serve", "--db", database, "--port", str(free_port())],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 1
+    runner = CliRunner()
+    with runner.isolated_filesystem(temp_dir=tmp_path) as here:
+        result = runner.invoke(main, ["serve", "--db", database, "--port", str(free_port())])
+        assert list(Path(here).iterdir()) == []
+    assert result.exit_code == 1
     scheme = database.split("://")[0]
     assert result.stderr.strip().splitlines()[-1] == (
         f"INVALID_ARGUMENT: database: {scheme}:// is not a database Sluice runs on; give a"
         " postgresql:// URL or a SQLite file's path"
     )
-    assert list(tmp_path.iterdir()) == []
