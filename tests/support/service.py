@@ -59,6 +59,7 @@ class Service:
 def service(
     tmp_path: Path,
     *,
+    database: str | None = None,
     auth_file: Path | None = None,
     period_s: float = 3600.0,
     tick_fn: TickFn | None = None,
@@ -69,9 +70,11 @@ def service(
 ) -> Iterator[Service]:
     """In thread mode by default: a test's stand-in engine is often a closure, which cannot
     be sent to a worker process, and a worker costs seconds of start-up per test.
+    `database`: a postgresql:// URL (the `database` fixture's; several services may share
+    one, the first to start leads); by default a SQLite file in `tmp_path`.
     `settings_fields`: more of ServiceSettings (retain_finished=..., ...)."""
     settings = ServiceSettings(
-        database=tmp_path / "sluice.db",
+        database=tmp_path / "sluice.db" if database is None else database,
         period_s=period_s,
         auth_file=auth_file,
         tick_worker=tick_worker,
@@ -81,7 +84,8 @@ def service(
     app = create_app(settings, tick_fn=tick_fn)
     with TestClient(app) as http:
         stats = app.state.ticker.stats
-        while stats.ticks + stats.failures == 0:  # the loop's first tick, at start-up
+        # The loop's first tick at start-up, or on a follower the leader's it read.
+        while stats.last_number + stats.failures == 0:
             time.sleep(0.01)
         if cluster is not None:
             app.state.store.put_cluster(Cluster.model_validate(cluster))
