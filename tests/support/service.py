@@ -128,7 +128,8 @@ def start_server(
     log_dir: Path | None = None,
 ) -> Server:
     """`db`: a SQLite file, or a postgresql:// URL (then give `log_dir`). `port`: a port a
-    stopped server of the same test used (a client reconnecting to it)."""
+    stopped server of the same test used (a client reconnecting to it). Returns once the
+    server is ready (`/readyz`): its solver workers have started and it shows a tick."""
     port = port or free_port()
     log = (log_dir or Path(db).parent) / f"sluice.{port}.log"
     process = subprocess.Popen(
@@ -144,13 +145,13 @@ def start_server(
         if process.poll() is not None:
             raise RuntimeError(f"sluice serve exited: {log.read_text()}")
         try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
                 return Server(process, url, log)
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
     process.kill()
-    raise RuntimeError(f"sluice serve did not come up: {log.read_text()}")
+    raise RuntimeError(f"sluice serve did not get ready: {log.read_text()}")
 
 
 def sluice(url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
