@@ -279,7 +279,7 @@ class SqlTickIO(SqlDatabase):
         as the last tick, numbered, in the same transaction, with its result and `views`
         where other replicas read them (`shared`).
         """
-        row = TickRow.of(result, views or TickViews()) if self.shared else None
+        shown = TickRow.of(result, views or TickViews()) if self.shared else None
         now = stored_time(result.now)
         stale: list[str] = []
         scheduled = failed = started = 0
@@ -341,7 +341,7 @@ class SqlTickIO(SqlDatabase):
                 ],
             )
             jobs = apply_quota_decisions(conn, result.quota) if result.quota else AppliedJobs()
-            number = record_tick(conn, epoch, row)
+            number = record_tick(conn, epoch, shown)
         return AppliedTick(
             number=number,
             scheduled=scheduled,
