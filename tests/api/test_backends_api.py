@@ -10,6 +10,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from api.client import Queue
 from fixtures.service_fleets import EAST_SMALL
@@ -65,6 +66,26 @@ def test_a_queue_cap_holds_whichever_replica_takes_the_work(
         assert event == leader.ok("GET", "/queues/two")
 
 
+def test_work_joins_a_running_pool_on_either_backend(database: str, tmp_path: Path) -> None:
+    """Seed: a reusable environment's actions run in its pool's containers once it runs;
+    the write-back of a tick whose action joins the pool checks the pool is up."""
+    with _replicas(database, tmp_path) as replicas:
+        leader, last = replicas[0], replicas[-1]
+        pool = {"resources": {"cpu": "1", "memory": "1Gi"}}
+        last.ok("PUT", "/environments/warm", pool, status=201)
+        last.ok("POST", "/actions", {"id": "w1", "environment": "warm"}, 201)
+        leader.tick()
+        last.ok("POST", "/actions", {"id": "w2", "environment": "warm"}, 201)
+        leader.tick()
+        last.tick()
+        assert last.ok("GET", "/environments/warm")["running"]
+        assert [last.ok("GET", f"/actions/{a}")["state"] for a in ("w1", "w2")] == [
+            "scheduled",
+            "scheduled",
+        ]
+
+
+@pytest.mark.slow
 def test_serve_demo_on_postgresql_ticks(postgres_database: str, tmp_path: Path) -> None:
     """Issue 13: "`sluice serve --demo` works on PostgreSQL too." """
     server = start_server(
