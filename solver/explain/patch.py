@@ -39,6 +39,7 @@ class Patched:
     envs: set[int]  # environments whose request changed
     absent: frozenset[int]  # pending actions the change takes out of the line
     actions: set[int]  # pending actions compiled again
+    hurts: bool = False  # work finishes: its run may end, and with it a slot (resume)
 
 
 def patch(
@@ -91,6 +92,7 @@ def patch(
         elif kind is not ChangeKind.WAIT_FOR_FINISH:
             raise Unpatchable(kind.value)
     if any(c.kind is ChangeKind.WAIT_FOR_FINISH for c in changes):
+        found.hurts = True
         found.absent = _finish(state, snapshot, changed, queues, pools, found)
     if recompile or found.envs:
         again = [a for a in changed.actions if a.id in recompile]

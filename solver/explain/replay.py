@@ -42,7 +42,7 @@ from solver.placement.decode import room_refusal
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal
 from solver.placement.problem import compile_snapshot
-from solver.placement.resume import TickState, resume
+from solver.placement.resume import TickState, first_touched, resume
 from solver.tick import TickOptions, tick
 
 QUEUE_CHANGES = (ChangeKind.RAISE_CAP, ChangeKind.RAISE_LIMIT, ChangeKind.SWITCH_POLICY)
@@ -132,9 +132,9 @@ class Replayer:
         changed = apply_changes(self.snapshot, self.action_id, changes)
         patched = patch(state, self.snapshot, changed, self.action_id, changes)
         self.replays += 1
-        order = self._order()
-        target = next(i for i, a in enumerate(order) if a.id == self.action_id)
-        start = min(target, self._earliest(changed, order, changes))
+        target = next(a.index for a in state.problem.actions if a.id == self.action_id)
+        touched = touches(patched, target)
+        start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
         undecided = sum(
             1 for a in state.problem.actions[start:target] if a.id not in self.decided
         )
@@ -145,7 +145,7 @@ class Replayer:
             patched.problem,
             start,
             target,
-            touches(patched, target),
+            touched,
             patched.absent,
             time_limit_s,
             self.options.seed,

@@ -168,6 +168,25 @@ def resume(
     )
 
 
+def first_touched(
+    state: TickState,
+    touched: Callable[[ActionInfo], bool],
+    absent: frozenset[int] = frozenset(),
+    hurts: bool = False,
+) -> int:
+    """The first position whose decision a change could alter: the first action the tick
+    did not admit that the change touches, or that the tick did not decide at all. A change
+    that `hurts` can refuse what the tick admitted (work that finishes ends its run, whose
+    later actions then need a run slot of their own): its touched admissions count too."""
+    for action in state.problem.actions:
+        i = action.index
+        if i in absent or (i in state.plan.admitted and not (hurts and touched(action))):
+            continue
+        if touched(action) or (i not in state.refusals and i not in state.failures):
+            return i
+    return len(state.problem.actions)
+
+
 def _admit_where_it_was(state: TickState, ledger: Plan, action: ActionInfo) -> bool:
     """Admit one of the tick's admissions where the tick put it, if that still holds."""
     if ledger.refusal(action) is not None:
