@@ -28,8 +28,8 @@ import click
 
 from fixtures.generators.synthetic import M, synthetic
 from models.result import TickResult
-from solver.tick import TickOptions, tick_with_state
 from solver.explain.action import explain
+from solver.tick import TickOptions, tick_with_state
 
 BUDGET_S = 1.0
 

@@ -85,7 +85,7 @@ def test_the_resumed_tick_decides_what_a_whole_tick_of_the_changed_snapshot_does
         change = _change(rng, snapshot)
         if change is None or not queued:
             continue
-        result, state = tick_with_state(snapshot, OPTIONS)
+        _, state = tick_with_state(snapshot, OPTIONS)
         target = queued[-1]
         changed = apply_changes(snapshot, target, [change])
         whole = tick(changed, OPTIONS)
