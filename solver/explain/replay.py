@@ -150,6 +150,7 @@ class Replayer:
             time_limit_s,
             self.options.seed,
             stop_if_displaced=True,
+            compiled=frozenset(patched.actions),
         )
         line = outcome.plan.problem
         action = line.actions[target]

@@ -87,17 +87,27 @@ def resume(
     time_limit_s: float = 2.0,
     seed: int = 0,
     stop_if_displaced: bool = False,
+    compiled: frozenset[int] = frozenset(),
 ) -> Resumed:
     """Decide positions `start`..`stop` of `changed` (the tick's problem with a change made:
     same actions at the same positions, pools and queues at the same indices) as a whole
     tick of it would.
 
     `touched` says which actions the change itself may let in (their queue's settings,
-    their clusters' room or their own request changed): those are re-judged by fail-fast
-    and decided again. `absent` actions are taken out of the line (finished work).
+    their clusters' room or their own request changed): those are decided again, and
+    re-judged by fail-fast if the tick failed them or their request was compiled again
+    (`compiled`). `absent` actions are taken out of the line (finished work).
     """
     line = replace(changed, actions=changed.actions[: stop + 1], _base_fit={}, _full_scale={})
-    rejudged = [a for a in line.actions[start:] if a.index not in absent and touched(a)]
+    # Every change resume is given relaxes what fail-fast judges (caps, full-scale room) but
+    # for a request compiled again: only the tick's failures and `compiled` can change.
+    rejudged = [
+        a
+        for a in line.actions[start:]
+        if a.index not in absent
+        and touched(a)
+        and (a.index in state.failures or a.index in compiled)
+    ]
     failures = {
         i: f for i, f in state.failures.items() if i < start or not touched(changed.actions[i])
     }

@@ -94,7 +94,8 @@ def test_the_resumed_tick_decides_what_a_whole_tick_of_the_changed_snapshot_does
         touched = touches(patched, last)
         start = first_touched(state, touched, patched.absent, patched.hurts)
         resumed = resume(state, patched.problem, start, last, touched, patched.absent,
-                         OPTIONS.time_limit_s, OPTIONS.seed)  # fmt: skip
+                         OPTIONS.time_limit_s, OPTIONS.seed,
+                         compiled=frozenset(patched.actions))  # fmt: skip
         names = state.problem.actions
         ahead = {names[i].id for i in state.plan.admitted if i < start}
         scheduled = ahead | {names[i].id for i in resumed.plan.admitted if i >= start}
