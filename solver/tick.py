@@ -20,6 +20,7 @@ from solver.placement.decode import decode
 from solver.placement.failfast import fail_fast
 from solver.placement.plan import Plan
 from solver.placement.problem import GPU_DIM, Problem, compile_snapshot
+from solver.placement.resume import TickState
 from solver.quota.tick import QuotaOptions, quota_tick
 
 
@@ -40,6 +41,14 @@ class TickOptions:
 
 def tick(snapshot: Snapshot, options: TickOptions | None = None) -> TickResult:
     """Decide one tick: which pending actions run now, where, and why the others do not."""
+    return tick_with_state(snapshot, options)[0]
+
+
+def tick_with_state(
+    snapshot: Snapshot, options: TickOptions | None = None
+) -> tuple[TickResult, TickState]:
+    """The tick, and its compiled problem and decisions to resume from
+    (solver.placement.resume: explanations prove their suggestions that way)."""
     # A tick makes many short-lived objects and no cycles worth collecting; without this the
     # collector walks the snapshot's large object graph again and again (measured: up to 15%
     # of a 10,000-action tick).
@@ -52,7 +61,7 @@ def tick(snapshot: Snapshot, options: TickOptions | None = None) -> TickResult:
             gc.enable()
 
 
-def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
+def _tick(snapshot: Snapshot, options: TickOptions) -> tuple[TickResult, TickState]:
     started = time.perf_counter()
     phases: dict[str, float] = {}
     mark = started
@@ -122,7 +131,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
         rejected_actions=sum(problem.unrepresentable(a) is not None for a in problem.actions),
         skipped_pools=problem.skipped_pools,
     )
-    return TickResult(
+    result = TickResult(
         now=problem.now,
         scheduled=decisions.scheduled,
         environments_started=decisions.environments_started,
@@ -132,6 +141,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
         quota=quota,
         solver=solver,
     )
+    return result, TickState(problem, failures, plan, refusals)
 
 
 def _gpus(problem: Problem, plan: Plan) -> int:
