@@ -15,24 +15,29 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from api.calls import Call, Stream
+from api.calls import Actions, Call, Queues, Stream
 from api.client import (
+    ACTION_FAILED_AND_DONE,
+    ACTION_SETTLED,
     NEXT_PAGE_HEADER,
     STREAM_TIMEOUT,
+    Connection,
     EventReader,
     RetryPolicy,
+    Settling,
     StreamCursor,
-    client_headers,
     error_of,
-    server_url,
 )
-from models.errors import Unavailable
+
+if TYPE_CHECKING:
+    from api.schemas.actions import ActionPublic
 
 T = TypeVar("T")
 
@@ -73,29 +78,17 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-class AsyncSluiceClient:
+class AsyncSluiceClient(Connection[httpx.AsyncClient]):
     """One async connection to a server; `send`, `send_page`, `events` and `request` as
     SluiceClient's, awaited."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        token: str | None = None,
-        timeout_s: float = 30.0,
-        http: httpx.AsyncClient | None = None,
-        retries: int = 3,
-    ) -> None:
-        """`http` replaces the connection (tests); `retries` as SluiceClient's."""
-        self.url = server_url(url)
-        headers = client_headers(token)
-        if http is None:
-            transport = AsyncRetryTransport(httpx.AsyncHTTPTransport(retries=retries), retries)
-            http = httpx.AsyncClient(
-                base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
-            )
-        else:
-            http.headers.update(headers)
-        self._http = http
+    def _connect(
+        self, headers: dict[str, str], timeout_s: float, retries: int
+    ) -> httpx.AsyncClient:
+        transport = AsyncRetryTransport(httpx.AsyncHTTPTransport(retries=retries), retries)
+        return httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
+        )
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -141,10 +134,39 @@ class AsyncSluiceClient:
         try:
             response = await self._http.request(method, path, json=body, params=params)
         except httpx.HTTPError as error:
-            raise Unavailable(f"cannot reach the Sluice server at {self.url}: {error}") from None
+            raise self._unreachable(error) from None
         if response.is_error:
             raise error_of(response)
         return response
+
+    async def wait_action(
+        self,
+        action_id: str,
+        *,
+        until: tuple[str, ...] = ACTION_SETTLED,
+        timeout_s: float | None = None,
+    ) -> ActionPublic:
+        """The sync `Action.wait`, awaited: until the action reaches one of `until` (by
+        default scheduled, running or succeeded), reading it again after each tick (its
+        queue's watch stream), never polling. A failed one raises its code's exception
+        (MaxQueuedTimeExceededError, Infeasible, ...); `timeout_s` bounds the whole wait,
+        also while no tick comes, and then raises UNAVAILABLE."""
+        settling = Settling(f"action {action_id}", until, ACTION_FAILED_AND_DONE)
+        found = await self.send(Actions.get(action_id))
+        try:
+            async with asyncio.timeout(timeout_s):
+                if settling.settled(found.state, found.code, found.message):
+                    return found
+                watch = Queues.watch(found.queue)
+                ticks = self.stream(watch.path, watch.params)
+                async with contextlib.aclosing(ticks):
+                    async for _ in ticks:
+                        found = await self.send(Actions.get(action_id))
+                        if settling.settled(found.state, found.code, found.message):
+                            return found
+        except TimeoutError:
+            raise settling.timed_out(found.state, timeout_s or 0.0) from None
+        raise AssertionError("unreachable: a watch stream ends only by raising")
 
     async def events(self, stream: Stream[T], *, reconnects: int = 5) -> AsyncIterator[T]:
         """A stream's events as models; reconnects as SluiceClient.stream does."""
@@ -153,7 +175,7 @@ class AsyncSluiceClient:
 
     async def stream(
         self, path: str, params: dict[str, Any] | None = None, *, reconnects: int = 5
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         """The data of each server-sent event, decoded, across reconnects with
         `Last-Event-ID` (see SluiceClient.stream)."""
         cursor = StreamCursor(self.url, params, reconnects)

@@ -16,20 +16,24 @@ from __future__ import annotations
 import builtins
 import functools
 import importlib
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
 from urllib.parse import quote
 
 from pydantic import TypeAdapter
 
 if TYPE_CHECKING:  # the models load at the first answer read: the CLI starts without FastAPI
-    from api.schemas.actions import ActionPublic, BatchAccepted, Moved
+    from api.schemas.actions import ActionExplanation, ActionPublic, BatchAccepted, Moved
+    from api.schemas.environments import EnvironmentPublic
     from api.schemas.job_queues import JobQueuePublic
     from api.schemas.jobs import JobPublic
     from api.schemas.queues import QueuePublic
     from api.schemas.tasks import TaskPublic
     from api.schemas.triggers import TriggerPublic
+    from models.quota import SchedulingPolicy, ServiceEnvironment
+    from models.snapshot import Cluster, Settings
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -88,6 +92,7 @@ _QUEUE: Answer[QueuePublic] = Answer("api.schemas.queues:QueuePublic")
 _QUEUES: Answer[list[QueuePublic]] = Answer("api.schemas.queues:QueuePublic", many=True)
 _ACTION: Answer[ActionPublic] = Answer("api.schemas.actions:ActionPublic")
 _ACTIONS: Answer[list[ActionPublic]] = Answer("api.schemas.actions:ActionPublic", many=True)
+_EXPLANATION: Answer[ActionExplanation] = Answer("api.schemas.actions:ActionExplanation")
 _BATCH: Answer[BatchAccepted] = Answer("api.schemas.actions:BatchAccepted")
 _MOVED: Answer[Moved] = Answer("api.schemas.actions:Moved")
 _JOB: Answer[JobPublic] = Answer("api.schemas.jobs:JobPublic")
@@ -100,6 +105,19 @@ _TRIGGER: Answer[TriggerPublic] = Answer("api.schemas.triggers:TriggerPublic")
 _TRIGGERS: Answer[list[TriggerPublic]] = Answer("api.schemas.triggers:TriggerPublic", many=True)
 _TASK: Answer[TaskPublic] = Answer("api.schemas.tasks:TaskPublic")
 _TASKS: Answer[list[TaskPublic]] = Answer("api.schemas.tasks:TaskPublic", many=True)
+_POLICY: Answer[SchedulingPolicy] = Answer("models.quota:SchedulingPolicy")
+_POLICIES: Answer[list[SchedulingPolicy]] = Answer("models.quota:SchedulingPolicy", many=True)
+_SERVICE_ENVIRONMENT: Answer[ServiceEnvironment] = Answer("models.quota:ServiceEnvironment")
+_SERVICE_ENVIRONMENTS: Answer[list[ServiceEnvironment]] = Answer(
+    "models.quota:ServiceEnvironment", many=True
+)
+_CLUSTER: Answer[Cluster] = Answer("models.snapshot:Cluster")
+_CLUSTERS: Answer[list[Cluster]] = Answer("models.snapshot:Cluster", many=True)
+_SETTINGS: Answer[Settings] = Answer("models.snapshot:Settings")
+_ENVIRONMENT: Answer[EnvironmentPublic] = Answer("api.schemas.environments:EnvironmentPublic")
+_ENVIRONMENTS: Answer[list[EnvironmentPublic]] = Answer(
+    "api.schemas.environments:EnvironmentPublic", many=True
+)
 
 
 def path(base: str, *segments: str) -> str:
@@ -107,8 +125,152 @@ def path(base: str, *segments: str) -> str:
     return "/".join([base, *(quote(segment, safe="") for segment in segments)])
 
 
+def without(body: JSON, *keys: str) -> JSON:
+    """`body` but `keys` (a name a PUT gives in its path)."""
+    return {key: value for key, value in body.items() if key not in keys}
+
+
 def drop_unset(**fields: Any) -> JSON:
-    return {key: value for key, value in fields.items() if value is not None}
+    """The fields given, as JSON: None left out, a mapping as a dict."""
+    return {
+        key: dict(value) if isinstance(value, Mapping) else value
+        for key, value in fields.items()
+        if value is not None
+    }
+
+
+class QueueSettings(TypedDict, total=False):
+    """A queue's settings, the keywords of `Queues.create`/`update` and `Queue.create`/`update`
+    (omitted or None: not sent; see QueueCreate for what each means)."""
+
+    pool: str | None
+    run_concurrency: int | None
+    action_concurrency: int | None
+    depth: int | None
+    priority: int | None
+    max_resources: Mapping[str, str | int] | None
+    max_gpus: int | None
+    max_accelerators: Mapping[str, int] | None
+    scheduling: str | None
+    clusters: list[str] | None
+
+
+class Submission(TypedDict, total=False):
+    """One action's keywords, for `Actions.spec`/`submit` and `Action.spec`/`submit`.
+
+    `resources`, `gpu` and `node_selector` describe a single container (`containers` gives
+    several); with a `task`, what is not given comes from it. `expected_duration` (`"2h"`,
+    seconds) is how long it runs, for start forecasts."""
+
+    queue: str | None
+    resources: Mapping[str, str | int] | None
+    gpu: str | int | None
+    node_selector: Mapping[str, str] | None
+    containers: list[JSON] | None
+    environment: str | None
+    run: str | None
+    id: str | None
+    max_queued_time: str | float | None
+    deadline: str | float | None
+    task: str | None
+    run_queue: str | None
+    expected_duration: str | float | None
+
+
+class ActionFilter(TypedDict, total=False):
+    """Which actions a listing holds, and where its page starts (`Actions.page`, `Action.list`,
+    `Action.page`); `order="desc"` lists the newest first."""
+
+    queue: str | None
+    state: str | None
+    cluster: str | None
+    run: str | None
+    order: str | None
+    page_token: str | None
+
+
+class _JobOptions(TypedDict, total=False):
+    count: int | None
+    priority: int | None
+    id: str | None
+
+
+class JobSubmission(_JobOptions):
+    """One job's keywords (`Jobs.submit`, `Job.submit`): `count` instances of `instance_type`
+    for quota share `share` of `job_queue`; a higher `priority` runs first in its share."""
+
+    job_queue: str
+    share: str
+    instance_type: str
+
+
+class _JobQueueState(TypedDict, total=False):
+    state: str | None
+
+
+class JobQueueSettings(_JobQueueState):
+    """A new job queue's keywords (`JobQueues.create`, `JobQueue.create`): its policy and
+    service environment by name, its shares (bodies from `QuotaShares.spec`), and its state
+    (ENABLED by default)."""
+
+    scheduling_policy: str
+    service_environment: str
+    quota_shares: list[JSON]
+
+
+class JobQueueChanges(TypedDict, total=False):
+    """What `JobQueues.update` and `JobQueue.update` change; `quota_shares` (bodies from
+    `QuotaShares.spec`) replaces every share."""
+
+    state: str | None
+    scheduling_policy: str | None
+    service_environment: str | None
+    quota_shares: list[JSON] | None
+
+
+class ShareOptions(TypedDict, total=False):
+    """A quota share's optional settings: `borrow_limit` (percent of each own limit, only for
+    LEND_AND_BORROW) and `in_share_preemption`."""
+
+    borrow_limit: int | None
+    in_share_preemption: bool | None
+
+
+class ShareChanges(ShareOptions, total=False):
+    """What `QuotaShares.update` and `QuotaShare.update` change; `capacity_limits` replaces
+    the share's map."""
+
+    capacity_limits: Mapping[str, int] | None
+    strategy: str | None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def keywords(fields: type) -> Callable[[F], F]:
+    """Show a function's `**fields: Unpack[...]` as the keywords they are.
+
+    Editors and mypy read the TypedDict (PEP 692); `help()`, IPython and `inspect` read the
+    `__signature__` this sets, so they list every keyword too, not `**fields`."""
+
+    def sign(function: F) -> F:
+        signature = inspect.signature(function)
+        kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        required: frozenset[str] = getattr(fields, "__required_keys__", frozenset())
+        added = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if name in required else None,
+                # the annotation's text (a ForwardRef under postponed annotations)
+                annotation=getattr(annotation, "__forward_arg__", annotation),
+            )
+            for name, annotation in fields.__annotations__.items()
+        ]
+        function.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+        return function
+
+    return sign
 
 
 class Queues:
@@ -116,73 +278,39 @@ class Queues:
     drain, delete, move."""
 
     @staticmethod
-    def create(
-        name: str,
-        *,
-        pool: str | None = None,
-        run_concurrency: int | None = None,
-        action_concurrency: int | None = None,
-        depth: int | None = None,
-        priority: int | None = None,
-        max_resources: Mapping[str, str | int] | None = None,
-        max_gpus: int | None = None,
-        max_accelerators: Mapping[str, int] | None = None,
-        scheduling: str | None = None,
-        clusters: builtins.list[str] | None = None,
-    ) -> Call[QueuePublic]:
-        body = drop_unset(
-            name=name,
-            pool=pool,
-            run_concurrency=run_concurrency,
-            action_concurrency=action_concurrency,
-            depth=depth,
-            priority=priority,
-            max_resources=dict(max_resources) if max_resources is not None else None,
-            max_gpus=max_gpus,
-            max_accelerators=dict(max_accelerators) if max_accelerators is not None else None,
-            scheduling=scheduling,
-            clusters=clusters,
-        )
-        return Call("POST", "/queues", _QUEUE, body)
+    @keywords(QueueSettings)
+    def create(name: str, **settings: Unpack[QueueSettings]) -> Call[QueuePublic]:
+        return Queues.create_from(drop_unset(name=name, **settings))
 
     @staticmethod
+    def create_from(queue: JSON) -> Call[QueuePublic]:
+        """Create a queue from a body (a scenario file's, with its name)."""
+        return Call("POST", "/queues", _QUEUE, queue)
+
+    @staticmethod
+    @keywords(QueueSettings)
     def update(
         name: str,
         *,
-        pool: str | None = None,
-        run_concurrency: int | None = None,
-        action_concurrency: int | None = None,
-        depth: int | None = None,
-        priority: int | None = None,
-        max_resources: Mapping[str, str | int] | None = None,
-        max_gpus: int | None = None,
-        max_accelerators: Mapping[str, int] | None = None,
-        scheduling: str | None = None,
-        clusters: builtins.list[str] | None = None,
         clear_max_resources: bool = False,
         clear_max_gpus: bool = False,
         clear_max_accelerators: bool = False,
+        **settings: Unpack[QueueSettings],
     ) -> Call[QueuePublic]:
         """A map replaces the queue's map: `max_resources={}` removes the resource caps, as
         does `clear_max_resources=True`."""
-        changes = drop_unset(
-            pool=pool,
-            run_concurrency=run_concurrency,
-            action_concurrency=action_concurrency,
-            depth=depth,
-            priority=priority,
-            max_resources=dict(max_resources) if max_resources is not None else None,
-            max_gpus=max_gpus,
-            max_accelerators=dict(max_accelerators) if max_accelerators is not None else None,
-            scheduling=scheduling,
-            clusters=clusters,
-        )
+        changes = drop_unset(**settings)
         if clear_max_resources:
             changes["max_resources"] = {}
         if clear_max_gpus:
             changes["max_gpus"] = None
         if clear_max_accelerators:
             changes["max_accelerators"] = {}
+        return Queues.update_from(name, changes)
+
+    @staticmethod
+    def update_from(name: str, changes: JSON) -> Call[QueuePublic]:
+        """Change a queue's fields from a body (`null` clears a limit)."""
         return Call("PATCH", path("/queues", name), _QUEUE, changes)
 
     @staticmethod
@@ -216,84 +344,28 @@ class Queues:
         return Stream("/watch/queues", _QUEUES, drop_unset(pool=pools, limit=limit))
 
 
+_ONE_CONTAINER = ("resources", "gpu", "node_selector")
+
+
 class Actions:
     """Submitting actions and following them; executors report."""
 
     @staticmethod
-    def spec(
-        *,
-        queue: str | None = None,
-        resources: Mapping[str, str | int] | None = None,
-        gpu: str | int | None = None,
-        node_selector: Mapping[str, str] | None = None,
-        containers: builtins.list[JSON] | None = None,
-        environment: str | None = None,
-        run: str | None = None,
-        id: str | None = None,
-        max_queued_time: str | float | None = None,
-        deadline: str | float | None = None,
-        task: str | None = None,
-        run_queue: str | None = None,
-        expected_duration: str | float | None = None,
-    ) -> JSON:
-        """The body of one submission; `resources`/`gpu` describe a single container. With a
-        `task`, what is not given (no container without `resources`/`gpu`) comes from it.
-        `expected_duration` (`"2h"`, seconds) is how long it runs, for start forecasts."""
-        from_task = task is not None and not resources and gpu is None
-        if containers is None and environment is None and not from_task:
-            container = drop_unset(
-                resources=dict(resources or {}),
-                gpu=gpu,
-                node_selector=dict(node_selector) if node_selector is not None else None,
-            )
-            containers = [container]
-        return drop_unset(
-            id=id,
-            run=run,
-            queue=queue,
-            task=task,
-            run_queue=run_queue,
-            containers=containers,
-            environment=environment,
-            max_queued_time=max_queued_time,
-            deadline=deadline,
-            expected_duration=expected_duration,
-        )
+    @keywords(Submission)
+    def spec(**submission: Unpack[Submission]) -> JSON:
+        """The body of one submission (see Submission)."""
+        body = drop_unset(**submission)
+        container = {key: body.pop(key) for key in _ONE_CONTAINER if key in body}
+        from_task = "task" in body and not container.get("resources") and "gpu" not in container
+        if "containers" not in body and "environment" not in body and not from_task:
+            body["containers"] = [{"resources": {}} | container]
+        return body
 
     @staticmethod
-    def submit(
-        *,
-        queue: str | None = None,
-        resources: Mapping[str, str | int] | None = None,
-        gpu: str | int | None = None,
-        node_selector: Mapping[str, str] | None = None,
-        containers: builtins.list[JSON] | None = None,
-        environment: str | None = None,
-        run: str | None = None,
-        id: str | None = None,
-        max_queued_time: str | float | None = None,
-        deadline: str | float | None = None,
-        task: str | None = None,
-        run_queue: str | None = None,
-        expected_duration: str | float | None = None,
-    ) -> Call[ActionPublic]:
+    @keywords(Submission)
+    def submit(**submission: Unpack[Submission]) -> Call[ActionPublic]:
         """Queue one action (the keywords of `spec`)."""
-        body = Actions.spec(
-            queue=queue,
-            resources=resources,
-            gpu=gpu,
-            node_selector=node_selector,
-            containers=containers,
-            environment=environment,
-            run=run,
-            id=id,
-            max_queued_time=max_queued_time,
-            deadline=deadline,
-            task=task,
-            run_queue=run_queue,
-            expected_duration=expected_duration,
-        )
-        return Actions.submit_spec(body)
+        return Actions.submit_spec(Actions.spec(**submission))
 
     @staticmethod
     def submit_spec(spec: JSON) -> Call[ActionPublic]:
@@ -310,28 +382,18 @@ class Actions:
         return Call("GET", path("/actions", action_id), _ACTION)
 
     @staticmethod
+    @keywords(ActionFilter)
     def page(
-        *,
-        queue: str | None = None,
-        state: str | None = None,
-        cluster: str | None = None,
-        run: str | None = None,
-        limit: int = 100,
-        order: str | None = None,
-        page_token: str | None = None,
+        *, limit: int = 100, **where: Unpack[ActionFilter]
     ) -> Call[builtins.list[ActionPublic]]:
         """A page in arrival order (`order="desc"`: newest first); the transports' `page`
         also gives the next page's token."""
-        params = drop_unset(
-            queue=queue,
-            state=state,
-            cluster=cluster,
-            run=run,
-            limit=limit,
-            order=order,
-            page_token=page_token,
-        )
-        return Call("GET", "/actions", _ACTIONS, params=params)
+        return Call("GET", "/actions", _ACTIONS, params=drop_unset(limit=limit, **where))
+
+    @staticmethod
+    def explanation(action_id: str) -> Call[ActionExplanation]:
+        """Why it failed or waits and what would let it in, or where it runs."""
+        return Call("GET", path("/actions", action_id, "explanation"), _EXPLANATION)
 
     @staticmethod
     def cancel(action_id: str) -> Call[ActionPublic]:
@@ -354,24 +416,9 @@ class Jobs:
     """Jobs of the quota-managed job queues."""
 
     @staticmethod
-    def submit(
-        *,
-        job_queue: str,
-        share: str,
-        instance_type: str,
-        count: int | None = None,
-        priority: int | None = None,
-        id: str | None = None,
-    ) -> Call[JobPublic]:
-        body = drop_unset(
-            id=id,
-            job_queue=job_queue,
-            share=share,
-            instance_type=instance_type,
-            count=count,
-            priority=priority,
-        )
-        return Call("POST", "/jobs", _JOB, body)
+    @keywords(JobSubmission)
+    def submit(**job: Unpack[JobSubmission]) -> Call[JobPublic]:
+        return Call("POST", "/jobs", _JOB, drop_unset(**job))
 
     @staticmethod
     def get(job_id: str) -> Call[JobPublic]:
@@ -402,7 +449,28 @@ class Jobs:
 
 
 class JobQueues:
-    """Quota-managed job queues: details and list (their configuration: api/client.py)."""
+    """Quota-managed job queues: create, update, details, list, delete."""
+
+    @staticmethod
+    @keywords(JobQueueSettings)
+    def create(name: str, **settings: Unpack[JobQueueSettings]) -> Call[JobQueuePublic]:
+        """A VALID job queue."""
+        return JobQueues.create_from(drop_unset(name=name, **settings))
+
+    @staticmethod
+    def create_from(queue: JSON) -> Call[JobQueuePublic]:
+        """Create a job queue from a body (a scenario file's, with its name)."""
+        return Call("POST", "/job-queues", _JOB_QUEUE, queue)
+
+    @staticmethod
+    @keywords(JobQueueChanges)
+    def update(name: str, **changes: Unpack[JobQueueChanges]) -> Call[JobQueuePublic]:
+        """Change a live job queue."""
+        return JobQueues.update_from(name, drop_unset(**changes))
+
+    @staticmethod
+    def update_from(name: str, changes: JSON) -> Call[JobQueuePublic]:
+        return Call("PATCH", path("/job-queues", name), _JOB_QUEUE, changes)
 
     @staticmethod
     def details(name: str) -> Call[JobQueuePublic]:
@@ -411,6 +479,182 @@ class JobQueues:
     @staticmethod
     def list() -> Call[builtins.list[JobQueuePublic]]:
         return Call("GET", "/job-queues", _JOB_QUEUES)
+
+    @staticmethod
+    def delete(name: str) -> Call[None]:
+        """Refused (FAILED_PRECONDITION) while the queue holds live jobs."""
+        return Call("DELETE", path("/job-queues", name), _NOTHING)
+
+
+class QuotaShares:
+    """The quota shares of a job queue, one at a time (`JobQueues.update` replaces all)."""
+
+    @staticmethod
+    @keywords(ShareOptions)
+    def spec(
+        name: str,
+        capacity_limits: Mapping[str, int],
+        strategy: str,
+        **options: Unpack[ShareOptions],
+    ) -> JSON:
+        """One share's body, for `JobQueues.create(quota_shares=[...])`."""
+        return drop_unset(
+            name=name, capacity_limits=capacity_limits, strategy=strategy, **options
+        )
+
+    @staticmethod
+    @keywords(ShareOptions)
+    def put(
+        job_queue: str,
+        name: str,
+        capacity_limits: Mapping[str, int],
+        strategy: str,
+        **options: Unpack[ShareOptions],
+    ) -> Call[JobQueuePublic]:
+        """Add the share, or replace the one of this name; answers the job queue."""
+        share = drop_unset(capacity_limits=capacity_limits, strategy=strategy, **options)
+        return Call("PUT", path("/job-queues", job_queue, "shares", name), _JOB_QUEUE, share)
+
+    @staticmethod
+    @keywords(ShareChanges)
+    def update(
+        job_queue: str,
+        name: str,
+        *,
+        clear_borrow_limit: bool = False,
+        **changes: Unpack[ShareChanges],
+    ) -> Call[JobQueuePublic]:
+        """Change some fields of a live share. A lowered limit makes what the share holds
+        above it eligible for preemption."""
+        body = drop_unset(**changes)
+        if clear_borrow_limit:
+            body["borrow_limit"] = None
+        where = path("/job-queues", job_queue, "shares", name)
+        return Call("PATCH", where, _JOB_QUEUE, body)
+
+    @staticmethod
+    def delete(job_queue: str, name: str) -> Call[None]:
+        """Remove a share without live jobs."""
+        return Call("DELETE", path("/job-queues", job_queue, "shares", name), _NOTHING)
+
+
+class SchedulingPolicies:
+    """Scheduling policies; a job queue with quota shares needs one with a quota share policy."""
+
+    @staticmethod
+    def put(name: str, *, quota_share_policy: bool = True) -> Call[SchedulingPolicy]:
+        """Create or replace `name`; with a quota share policy (FIFO, AWS's only strategy) or
+        without."""
+        policy = {"idle_resource_assignment_strategy": "FIFO"} if quota_share_policy else None
+        return SchedulingPolicies.put_from(drop_unset(name=name, quota_share_policy=policy))
+
+    @staticmethod
+    def put_from(policy: JSON) -> Call[SchedulingPolicy]:
+        """Create or replace a policy from a body (a scenario file's, with its name)."""
+        where = path("/scheduling-policies", policy["name"])
+        return Call("PUT", where, _POLICY, without(policy, "name"))
+
+    @staticmethod
+    def get(name: str) -> Call[SchedulingPolicy]:
+        return Call("GET", path("/scheduling-policies", name), _POLICY)
+
+    @staticmethod
+    def list() -> Call[builtins.list[SchedulingPolicy]]:
+        return Call("GET", "/scheduling-policies", _POLICIES)
+
+    @staticmethod
+    def delete(name: str) -> Call[None]:
+        """Refused (FAILED_PRECONDITION) while a job queue uses it."""
+        return Call("DELETE", path("/scheduling-policies", name), _NOTHING)
+
+
+class ServiceEnvironments:
+    """Service environments: the most instances of each type the job queues on one may use."""
+
+    @staticmethod
+    def put(
+        name: str, capacity_limits: Mapping[str, int], *, type: str | None = None
+    ) -> Call[ServiceEnvironment]:
+        """Create or replace `name`, e.g. `put("sagemaker-g5", {"ml.g5.xlarge": 3})`."""
+        body = drop_unset(name=name, type=type, capacity_limits=capacity_limits)
+        return ServiceEnvironments.put_from(body)
+
+    @staticmethod
+    def put_from(environment: JSON) -> Call[ServiceEnvironment]:
+        """Create or replace one from a body (a scenario file's, with its name)."""
+        where = path("/service-environments", environment["name"])
+        return Call("PUT", where, _SERVICE_ENVIRONMENT, without(environment, "name"))
+
+    @staticmethod
+    def get(name: str) -> Call[ServiceEnvironment]:
+        return Call("GET", path("/service-environments", name), _SERVICE_ENVIRONMENT)
+
+    @staticmethod
+    def list() -> Call[builtins.list[ServiceEnvironment]]:
+        return Call("GET", "/service-environments", _SERVICE_ENVIRONMENTS)
+
+    @staticmethod
+    def delete(name: str) -> Call[None]:
+        """Refused (FAILED_PRECONDITION) while a job queue runs on it."""
+        return Call("DELETE", path("/service-environments", name), _NOTHING)
+
+
+class Clusters:
+    """Clusters and their node pools, what the tick places work on (admins change them)."""
+
+    @staticmethod
+    def put(cluster: JSON) -> Call[Cluster]:
+        """Create or replace a cluster from its whole definition (`name`, `node_pools`)."""
+        return Call("PUT", path("/clusters", cluster["name"]), _CLUSTER, cluster)
+
+    @staticmethod
+    def get(name: str) -> Call[Cluster]:
+        return Call("GET", path("/clusters", name), _CLUSTER)
+
+    @staticmethod
+    def list() -> Call[builtins.list[Cluster]]:
+        return Call("GET", "/clusters", _CLUSTERS)
+
+    @staticmethod
+    def delete(name: str) -> Call[None]:
+        """Refused while a queue routes to it or work is placed on it."""
+        return Call("DELETE", path("/clusters", name), _NOTHING)
+
+
+class Organization:
+    """The organization's settings (`default_gpu_type`)."""
+
+    @staticmethod
+    def settings() -> Call[Settings]:
+        return Call("GET", "/settings", _SETTINGS)
+
+    @staticmethod
+    def put_settings(settings: JSON) -> Call[Settings]:
+        """Replace every setting (one not given takes its default)."""
+        return Call("PUT", "/settings", _SETTINGS, settings)
+
+
+class Environments:
+    """Reusable environments: warm container pools charged once when they start."""
+
+    @staticmethod
+    def put(environment: JSON) -> Call[EnvironmentPublic]:
+        """Define or replace a pool from its body (with its name; see EnvironmentIn)."""
+        where = path("/environments", environment["name"])
+        return Call("PUT", where, _ENVIRONMENT, without(environment, "name"))
+
+    @staticmethod
+    def get(name: str) -> Call[EnvironmentPublic]:
+        return Call("GET", path("/environments", name), _ENVIRONMENT)
+
+    @staticmethod
+    def list() -> Call[builtins.list[EnvironmentPublic]]:
+        return Call("GET", "/environments", _ENVIRONMENTS)
+
+    @staticmethod
+    def stop(name: str) -> Call[EnvironmentPublic]:
+        """For executors: the pool's containers shut down; its charges are freed."""
+        return Call("POST", path("/environments", name, "stop"), _ENVIRONMENT)
 
 
 class Triggers:

@@ -25,13 +25,37 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, TypeVar, overload
+from typing import Any, ClassVar, Generic, TypeVar, Unpack, overload
 
 import httpx
 
-from api.calls import Actions, Call, JobQueues, Jobs, Queues, Stream, Tasks, Triggers
+from api.calls import (
+    ActionFilter,
+    Actions,
+    Call,
+    Clusters,
+    Environments,
+    JobQueueChanges,
+    JobQueues,
+    JobQueueSettings,
+    Jobs,
+    JobSubmission,
+    Organization,
+    Queues,
+    QueueSettings,
+    QuotaShares,
+    SchedulingPolicies,
+    ServiceEnvironments,
+    ShareChanges,
+    ShareOptions,
+    Stream,
+    Submission,
+    Tasks,
+    Triggers,
+    keywords,
+)
 from api.calls import drop_unset as _drop_unset
-from api.calls import path as _path
+from api.calls import without as _without
 from models.errors import (
     AlreadyExists,
     ErrorCode,
@@ -180,33 +204,51 @@ def server_url(url: str | None) -> str:
     return (url or os.environ.get("SLUICE_URL") or DEFAULT_URL).rstrip("/")
 
 
-class SluiceClient:
-    """One connection to a server: address, token, retries, and the error mapping.
+H = TypeVar("H", httpx.Client, httpx.AsyncClient)
 
-    `send(call)` sends one request of api.calls and returns the server's model
-    (`client.send(Queues.details("research")).head_blocked`); `request` returns JSON.
-    """
+
+class Connection(Generic[H]):
+    """What the sync and the async clients share: the server's address, the token, and an
+    httpx client that retries as RetryPolicy says."""
 
     def __init__(
         self,
         url: str | None = None,
         token: str | None = None,
         timeout_s: float = 30.0,
-        http: httpx.Client | None = None,
+        http: H | None = None,
         retries: int = 3,
     ) -> None:
-        """`http` replaces the connection (a FastAPI TestClient, in tests); `retries` is how
-        often a request that got no answer, or a 429/503 with `Retry-After`, is tried again."""
+        """`http` replaces the connection (a FastAPI TestClient or an ASGI transport, in
+        tests); `retries` is how often a request that got no answer, or a 429/503 with
+        `Retry-After`, is tried again."""
         self.url = server_url(url)
         headers = client_headers(token)
         if http is None:
-            transport = RetryTransport(httpx.HTTPTransport(retries=retries), retries)
-            http = httpx.Client(
-                base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
-            )
+            http = self._connect(headers, timeout_s, retries)
         else:
             http.headers.update(headers)
-        self._http = http
+        self._http: H = http
+
+    def _connect(self, headers: dict[str, str], timeout_s: float, retries: int) -> H:
+        raise NotImplementedError
+
+    def _unreachable(self, error: httpx.HTTPError) -> Unavailable:
+        return Unavailable(f"cannot reach the Sluice server at {self.url}: {error}")
+
+
+class SluiceClient(Connection[httpx.Client]):
+    """One connection to a server: address, token, retries, and the error mapping.
+
+    `send(call)` sends one request of api.calls and returns the server's model
+    (`client.send(Queues.details("research")).head_blocked`); `request` returns JSON.
+    """
+
+    def _connect(self, headers: dict[str, str], timeout_s: float, retries: int) -> httpx.Client:
+        transport = RetryTransport(httpx.HTTPTransport(retries=retries), retries)
+        return httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -252,7 +294,7 @@ class SluiceClient:
         try:
             response = self._http.request(method, path, json=body, params=params)
         except httpx.HTTPError as error:
-            raise Unavailable(f"cannot reach the Sluice server at {self.url}: {error}") from None
+            raise self._unreachable(error) from None
         if response.is_error:
             raise error_of(response)
         return response
@@ -365,73 +407,32 @@ class Queue:
     drain and delete."""
 
     @staticmethod
+    @keywords(QueueSettings)
     def create(
-        name: str,
-        *,
-        pool: str | None = None,
-        run_concurrency: int | None = None,
-        action_concurrency: int | None = None,
-        depth: int | None = None,
-        priority: int | None = None,
-        max_resources: dict[str, str | int] | None = None,
-        max_gpus: int | None = None,
-        max_accelerators: dict[str, int] | None = None,
-        scheduling: str | None = None,
-        clusters: list[str] | None = None,
-        client: SluiceClient | None = None,
+        name: str, *, client: SluiceClient | None = None, **settings: Unpack[QueueSettings]
     ) -> JSON:
         """Create a queue; returns its details."""
-        call = Queues.create(
-            name,
-            pool=pool,
-            run_concurrency=run_concurrency,
-            action_concurrency=action_concurrency,
-            depth=depth,
-            priority=priority,
-            max_resources=max_resources,
-            max_gpus=max_gpus,
-            max_accelerators=max_accelerators,
-            scheduling=scheduling,
-            clusters=clusters,
-        )
-        return _client(client).json(call)
+        return _client(client).json(Queues.create(name, **settings))
 
     @staticmethod
+    @keywords(QueueSettings)
     def update(
         name: str,
         *,
-        pool: str | None = None,
-        run_concurrency: int | None = None,
-        action_concurrency: int | None = None,
-        depth: int | None = None,
-        priority: int | None = None,
-        max_resources: dict[str, str | int] | None = None,
-        max_gpus: int | None = None,
-        max_accelerators: dict[str, int] | None = None,
-        scheduling: str | None = None,
-        clusters: list[str] | None = None,
         clear_max_resources: bool = False,
         clear_max_gpus: bool = False,
         clear_max_accelerators: bool = False,
         client: SluiceClient | None = None,
+        **settings: Unpack[QueueSettings],
     ) -> JSON:
         """Change a live queue. A map replaces the queue's map: `max_resources={}` removes
         the resource caps, as does `clear_max_resources=True`."""
         call = Queues.update(
             name,
-            pool=pool,
-            run_concurrency=run_concurrency,
-            action_concurrency=action_concurrency,
-            depth=depth,
-            priority=priority,
-            max_resources=max_resources,
-            max_gpus=max_gpus,
-            max_accelerators=max_accelerators,
-            scheduling=scheduling,
-            clusters=clusters,
             clear_max_resources=clear_max_resources,
             clear_max_gpus=clear_max_gpus,
             clear_max_accelerators=clear_max_accelerators,
+            **settings,
         )
         return _client(client).json(call)
 
@@ -486,54 +487,57 @@ def _every(poll_s: float) -> Iterator[None]:
         yield
 
 
-def _wait(
-    what: str,
-    fetch: Callable[[], JSON],
-    until: tuple[str, ...],
-    failed_and_done: tuple[str, ...],
-    timeout_s: float | None,
-    changes: Callable[[JSON], Iterator[object]],
-) -> JSON:
-    """Fetch until the state is in `until`, again after each item of `changes(first found)`.
+@dataclass(frozen=True)
+class Settling:
+    """When a wait for an action or a job ends, for the sync and the async clients alike.
 
     `failed_and_done` starts with the failed state (raised as its code's error, so a
     caller can resubmit elsewhere), then the other states nothing comes after.
     """
+
+    what: str  # "action a1", in the errors
+    until: tuple[str, ...]
+    failed_and_done: tuple[str, ...]
+
+    def settled(self, state: str, code: str | None, message: str | None) -> bool:
+        """True once `state` is one of `until`; raises once nothing can come after it."""
+        if state in self.until:
+            return True
+        if state == self.failed_and_done[0]:
+            raise error_from_code(code or ErrorCode.INTERNAL, message or "failed")
+        if state in self.failed_and_done:
+            raise FailedPrecondition(f"{self.what} is {state}")
+        return False
+
+    def timed_out(self, state: str, timeout_s: float) -> Unavailable:
+        return Unavailable(f"{self.what} is still {state} after {timeout_s:g} s")
+
+
+ACTION_SETTLED = ("scheduled", "running", "succeeded")  # what a wait for an action waits for
+ACTION_FAILED_AND_DONE = ("failed", "succeeded", "cancelled")
+
+
+def _wait(
+    settling: Settling,
+    fetch: Callable[[], JSON],
+    timeout_s: float | None,
+    changes: Callable[[JSON], Iterator[object]],
+) -> JSON:
+    """Fetch until it settles, again after each item of `changes(first found)`."""
     started = time.monotonic()
     found = fetch()
     following: Iterator[object] | None = None  # opened only if the first read does not settle
-    while True:
-        state = found["state"]
-        if state in until:
-            return found
-        if state == failed_and_done[0]:
-            raise error_from_code(found["code"] or ErrorCode.INTERNAL, found["message"] or "failed")
-        if state in failed_and_done:
-            raise FailedPrecondition(f"{what} is {state}")
+    while not settling.settled(found["state"], found.get("code"), found.get("message")):
         if timeout_s is not None and time.monotonic() - started > timeout_s:
-            raise Unavailable(f"{what} is still {state} after {timeout_s:g} s")
+            raise settling.timed_out(found["state"], timeout_s)
         if following is None:
             following = changes(found)
         next(following)
         found = fetch()
+    return found
 
 
-class _Resource:
-    """A kind of thing the server keeps one of at `<_path>/<name or id>`."""
-
-    _path: ClassVar[str]  # "/actions"
-
-    @classmethod
-    def get(cls, item_id: str, *, client: SluiceClient | None = None) -> JSON:
-        """Its settings and state; a job also says its last_preemption and why it waits."""
-        return _client(client).request("GET", _path(cls._path, item_id))
-
-    @classmethod
-    def list(cls, *, client: SluiceClient | None = None) -> builtins.list[JSON]:
-        return _client(client).request("GET", cls._path)
-
-
-class _Tracked(_Resource):
+class _Tracked:
     """What Action and Job share: executors report the outcome of each one, and a caller
     can cancel it or wait for it to settle."""
 
@@ -583,11 +587,12 @@ class _Tracked(_Resource):
         is read again after each tick (its queue's watch stream); a job every `poll_s`.
         `timeout_s` is checked at each of those.
         """
+        settling = Settling(
+            f"{cls._noun} {item_id}", cls._until if until is None else until, cls._failed_and_done
+        )
         return _wait(
-            f"{cls._noun} {item_id}",
+            settling,
             lambda: cls.get(item_id, client=client),
-            cls._until if until is None else until,
-            cls._failed_and_done,
             timeout_s,
             lambda found: cls._changes(found, poll_s, _client(client)),
         )
@@ -601,11 +606,10 @@ class _Tracked(_Resource):
 class Action(_Tracked):
     """Submitting work and following it."""
 
-    _path = "/actions"
     _calls = Actions
     _noun = "action"
-    _until = ("scheduled", "running", "succeeded")
-    _failed_and_done = ("failed", "succeeded", "cancelled")
+    _until = ACTION_SETTLED
+    _failed_and_done = ACTION_FAILED_AND_DONE
 
     @classmethod
     def _changes(cls, found: JSON, poll_s: float, client: SluiceClient) -> Iterator[object]:
@@ -616,41 +620,13 @@ class Action(_Tracked):
     spec = staticmethod(Actions.spec)
 
     @staticmethod
+    @keywords(Submission)
     def submit(
-        *,
-        queue: str | None = None,
-        resources: Mapping[str, str | int] | None = None,
-        gpu: str | int | None = None,
-        node_selector: dict[str, str] | None = None,
-        containers: list[JSON] | None = None,
-        environment: str | None = None,
-        run: str | None = None,
-        id: str | None = None,
-        max_queued_time: str | float | None = None,
-        deadline: str | float | None = None,
-        task: str | None = None,
-        run_queue: str | None = None,
-        expected_duration: str | float | None = None,
-        client: SluiceClient | None = None,
+        *, client: SluiceClient | None = None, **submission: Unpack[Submission]
     ) -> JSON:
         """Queue one action (the keywords of `Action.spec`); raises ResourceExhausted when the
         queue is full, QueueDraining when it is draining."""
-        call = Actions.submit(
-            queue=queue,
-            resources=resources,
-            gpu=gpu,
-            node_selector=node_selector,
-            containers=containers,
-            environment=environment,
-            run=run,
-            id=id,
-            max_queued_time=max_queued_time,
-            deadline=deadline,
-            task=task,
-            run_queue=run_queue,
-            expected_duration=expected_duration,
-        )
-        return _client(client).json(call)
+        return _client(client).json(Actions.submit(**submission))
 
     @staticmethod
     def move(ids: list[str], *, to: str, client: SluiceClient | None = None) -> list[str]:
@@ -663,53 +639,22 @@ class Action(_Tracked):
         return _client(client).json(Actions.submit_batch(specs))["ids"]
 
     @staticmethod
+    @keywords(ActionFilter)
     def list(
-        *,
-        queue: str | None = None,
-        state: str | None = None,
-        cluster: str | None = None,
-        run: str | None = None,
-        limit: int = 100,
-        order: str | None = None,
-        page_token: str | None = None,
-        client: SluiceClient | None = None,
+        *, limit: int = 100, client: SluiceClient | None = None, **where: Unpack[ActionFilter]
     ) -> list[JSON]:
         """The first page (or the page `page_token` names); `Action.page` also gives the
         token of the next."""
-        return Action.page(
-            queue=queue,
-            state=state,
-            cluster=cluster,
-            run=run,
-            limit=limit,
-            order=order,
-            page_token=page_token,
-            client=client,
-        )[0]
+        return Action.page(limit=limit, client=client, **where)[0]
 
     @staticmethod
+    @keywords(ActionFilter)
     def page(
-        *,
-        queue: str | None = None,
-        state: str | None = None,
-        cluster: str | None = None,
-        run: str | None = None,
-        limit: int = 100,
-        order: str | None = None,
-        page_token: str | None = None,
-        client: SluiceClient | None = None,
+        *, limit: int = 100, client: SluiceClient | None = None, **where: Unpack[ActionFilter]
     ) -> tuple[builtins.list[JSON], str | None]:
         """Actions in arrival order (`order="desc"`: newest first) and the next page's token,
         None on the last page."""
-        call = Actions.page(
-            queue=queue,
-            state=state,
-            cluster=cluster,
-            run=run,
-            limit=limit,
-            order=order,
-            page_token=page_token,
-        )
+        call = Actions.page(limit=limit, **where)
         return _client(client).page(call.path, call.params or {})
 
 
@@ -976,6 +921,16 @@ def with_runcontext(*, queue: str | None = None, client: SluiceClient | None = N
     return RunContext(queue, client)
 
 
+def _create_or_update(client: SluiceClient, create: Call[Any], update: Call[Any]) -> str:
+    """Send `create`; if the object exists, send `update` instead. Says which."""
+    try:
+        client.json(create)
+        return "created"
+    except AlreadyExists:
+        client.json(update)
+        return "updated"
+
+
 class FleetConfig:
     """The fleet's configuration: queues put whole, clusters, organization settings and
     reusable environments."""
@@ -983,75 +938,75 @@ class FleetConfig:
     @staticmethod
     def put_queue(queue: JSON, *, client: SluiceClient | None = None) -> str:
         """Create the queue, or update every setting given if it exists; says which."""
-        connection = _client(client)
-        try:
-            connection.request("POST", "/queues", body=queue)
-            return "created"
-        except AlreadyExists:
-            changes = {key: value for key, value in queue.items() if key != "name"}
-            connection.request("PATCH", _path("/queues", queue["name"]), body=changes)
-            return "updated"
+        update = Queues.update_from(queue["name"], _without(queue, "name"))
+        return _create_or_update(_client(client), Queues.create_from(queue), update)
 
     @staticmethod
     def put_cluster(cluster: JSON, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("PUT", _path("/clusters", cluster["name"]), body=cluster)
+        return _client(client).json(Clusters.put(cluster))
 
     @staticmethod
     def clusters(*, client: SluiceClient | None = None) -> list[JSON]:
-        return _client(client).request("GET", "/clusters")
+        return _client(client).json(Clusters.list())
 
     @staticmethod
     def get_cluster(name: str, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("GET", _path("/clusters", name))
+        return _client(client).json(Clusters.get(name))
 
     @staticmethod
     def settings(*, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("GET", "/settings")
+        return _client(client).json(Organization.settings())
 
     @staticmethod
     def put_settings(settings: JSON, *, client: SluiceClient | None = None) -> JSON:
-        return _client(client).request("PUT", "/settings", body=settings)
+        return _client(client).json(Organization.put_settings(settings))
 
     @staticmethod
     def put_environment(environment: JSON, *, client: SluiceClient | None = None) -> JSON:
-        body = {key: value for key, value in environment.items() if key != "name"}
-        return _client(client).request(
-            "PUT", _path("/environments", environment["name"]), body=body
-        )
+        return _client(client).json(Environments.put(environment))
 
 
 # -- quota-managed job queues ------------------------------------------------------------------
 
 
-class _Deletable(_Resource):
-    """A kind of configuration the server refuses to delete while something uses it."""
+class _Configured:
+    """A kind of configuration kept by name, which the server refuses to delete while a job
+    queue uses it."""
+
+    _calls: ClassVar[type[SchedulingPolicies] | type[ServiceEnvironments]]
+
+    @classmethod
+    def get(cls, name: str, *, client: SluiceClient | None = None) -> JSON:
+        return _client(client).json(cls._calls.get(name))
+
+    @classmethod
+    def list(cls, *, client: SluiceClient | None = None) -> builtins.list[JSON]:
+        return _client(client).json(cls._calls.list())
 
     @classmethod
     def delete(cls, name: str, *, client: SluiceClient | None = None) -> None:
         """Raises FailedPrecondition while a job queue uses it."""
-        _client(client).request("DELETE", f"{cls._path}/{name}")
+        _client(client).json(cls._calls.delete(name))
 
 
-class SchedulingPolicy(_Deletable):
+class SchedulingPolicy(_Configured):
     """Scheduling policies; a job queue with quota shares needs one with a quota share policy."""
 
-    _path = "/scheduling-policies"
+    _calls = SchedulingPolicies
 
     @staticmethod
     def put(
         name: str, *, quota_share_policy: bool = True, client: SluiceClient | None = None
     ) -> JSON:
         """Create or replace `name`; with quota_share_policy (FIFO, AWS's only strategy) or not."""
-        body = {"quota_share_policy": {"idle_resource_assignment_strategy": "FIFO"}}
-        return _client(client).request(
-            "PUT", _path("/scheduling-policies", name), body=body if quota_share_policy else {}
-        )
+        call = SchedulingPolicies.put(name, quota_share_policy=quota_share_policy)
+        return _client(client).json(call)
 
 
-class ServiceEnvironment(_Deletable):
+class ServiceEnvironment(_Configured):
     """Service environments: the most instances of each type a job queue may use."""
 
-    _path = "/service-environments"
+    _calls = ServiceEnvironments
 
     @staticmethod
     def put(
@@ -1062,129 +1017,69 @@ class ServiceEnvironment(_Deletable):
         client: SluiceClient | None = None,
     ) -> JSON:
         """Create or replace `name`, e.g. `put("sagemaker-g5", {"ml.g5.xlarge": 3})`."""
-        body = _drop_unset(type=type, capacity_limits=capacity_limits)
-        return _client(client).request("PUT", _path("/service-environments", name), body=body)
+        return _client(client).json(ServiceEnvironments.put(name, capacity_limits, type=type))
 
 
 class QuotaShare:
     """The quota shares of a job queue: one share at a time (JobQueue.update replaces all)."""
 
-    @staticmethod
-    def spec(
-        name: str,
-        capacity_limits: dict[str, int],
-        strategy: str,
-        *,
-        borrow_limit: int | None = None,
-        in_share_preemption: bool | None = None,
-    ) -> JSON:
-        """One share's body, for JobQueue.create(quota_shares=[...])."""
-        return _drop_unset(
-            name=name,
-            capacity_limits=capacity_limits,
-            strategy=strategy,
-            borrow_limit=borrow_limit,
-            in_share_preemption=in_share_preemption,
-        )
+    spec = staticmethod(QuotaShares.spec)
 
     @staticmethod
+    @keywords(ShareOptions)
     def put(
         job_queue: str,
         name: str,
         capacity_limits: dict[str, int],
         strategy: str,
         *,
-        borrow_limit: int | None = None,
-        in_share_preemption: bool | None = None,
         client: SluiceClient | None = None,
+        **options: Unpack[ShareOptions],
     ) -> JSON:
         """Add the share, or replace the one of this name; returns the job queue."""
-        body = QuotaShare.spec(
-            name,
-            capacity_limits,
-            strategy,
-            borrow_limit=borrow_limit,
-            in_share_preemption=in_share_preemption,
-        )
-        del body["name"]
-        return _client(client).request(
-            "PUT", _path("/job-queues", job_queue, "shares", name), body=body
-        )
+        call = QuotaShares.put(job_queue, name, capacity_limits, strategy, **options)
+        return _client(client).json(call)
 
     @staticmethod
+    @keywords(ShareChanges)
     def update(
         job_queue: str,
         name: str,
         *,
-        capacity_limits: dict[str, int] | None = None,
-        strategy: str | None = None,
-        borrow_limit: int | None = None,
         clear_borrow_limit: bool = False,
-        in_share_preemption: bool | None = None,
         client: SluiceClient | None = None,
+        **changes: Unpack[ShareChanges],
     ) -> JSON:
         """Change some fields of a live share; `capacity_limits` replaces the share's map.
 
         A lowered limit makes what the share holds above it eligible for preemption."""
-        changes = _drop_unset(
-            capacity_limits=capacity_limits,
-            strategy=strategy,
-            borrow_limit=borrow_limit,
-            in_share_preemption=in_share_preemption,
-        )
-        if clear_borrow_limit:
-            changes["borrow_limit"] = None
-        return _client(client).request(
-            "PATCH", _path("/job-queues", job_queue, "shares", name), body=changes
-        )
+        call = QuotaShares.update(job_queue, name, clear_borrow_limit=clear_borrow_limit, **changes)
+        return _client(client).json(call)
 
     @staticmethod
     def delete(job_queue: str, name: str, *, client: SluiceClient | None = None) -> None:
         """Remove a share without live jobs."""
-        _client(client).request("DELETE", _path("/job-queues", job_queue, "shares", name))
+        _client(client).json(QuotaShares.delete(job_queue, name))
 
 
 class JobQueue:
     """Quota-managed job queues, shaped like Queue: create, update, details, list."""
 
     @staticmethod
+    @keywords(JobQueueSettings)
     def create(
-        name: str,
-        *,
-        scheduling_policy: str,
-        service_environment: str,
-        quota_shares: list[JSON],
-        state: str | None = None,
-        client: SluiceClient | None = None,
+        name: str, *, client: SluiceClient | None = None, **settings: Unpack[JobQueueSettings]
     ) -> JSON:
         """Create a VALID job queue (shares from QuotaShare.spec); returns its details."""
-        body = _drop_unset(
-            name=name,
-            state=state,
-            scheduling_policy=scheduling_policy,
-            service_environment=service_environment,
-            quota_shares=quota_shares,
-        )
-        return _client(client).request("POST", "/job-queues", body=body)
+        return _client(client).json(JobQueues.create(name, **settings))
 
     @staticmethod
+    @keywords(JobQueueChanges)
     def update(
-        name: str,
-        *,
-        state: str | None = None,
-        scheduling_policy: str | None = None,
-        service_environment: str | None = None,
-        quota_shares: list[JSON] | None = None,
-        client: SluiceClient | None = None,
+        name: str, *, client: SluiceClient | None = None, **changes: Unpack[JobQueueChanges]
     ) -> JSON:
         """Change a live job queue; `quota_shares` replaces every share."""
-        changes = _drop_unset(
-            state=state,
-            scheduling_policy=scheduling_policy,
-            service_environment=service_environment,
-            quota_shares=quota_shares,
-        )
-        return _client(client).request("PATCH", _path("/job-queues", name), body=changes)
+        return _client(client).json(JobQueues.update(name, **changes))
 
     @staticmethod
     def details(name: str, *, client: SluiceClient | None = None) -> JSON:
@@ -1199,51 +1094,28 @@ class JobQueue:
     @staticmethod
     def delete(name: str, *, client: SluiceClient | None = None) -> None:
         """Raises FailedPrecondition while the queue holds live jobs."""
-        _client(client).request("DELETE", f"/job-queues/{name}")
+        _client(client).json(JobQueues.delete(name))
 
     @staticmethod
     def put(queue: JSON, *, client: SluiceClient | None = None) -> str:
         """Create the job queue, or update it if it exists (as in a scenario file); says which."""
-        connection = _client(client)
-        try:
-            connection.request("POST", "/job-queues", body=queue)
-            return "created"
-        except AlreadyExists:
-            changes = {key: value for key, value in queue.items() if key not in ("name", "type")}
-            connection.request("PATCH", _path("/job-queues", queue["name"]), body=changes)
-            return "updated"
+        update = JobQueues.update_from(queue["name"], _without(queue, "name", "type"))
+        return _create_or_update(_client(client), JobQueues.create_from(queue), update)
 
 
 class Job(_Tracked):
     """Submitting SageMaker Training jobs to quota shares, and following them."""
 
-    _path = "/jobs"
     _calls = Jobs
     _noun = "job"
     _until = ("SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED")
     _failed_and_done = ("FAILED", "SUCCEEDED", "CANCELLED")
 
     @staticmethod
-    def submit(
-        *,
-        job_queue: str,
-        share: str,
-        instance_type: str,
-        count: int | None = None,
-        priority: int | None = None,
-        id: str | None = None,
-        client: SluiceClient | None = None,
-    ) -> JSON:
+    @keywords(JobSubmission)
+    def submit(*, client: SluiceClient | None = None, **job: Unpack[JobSubmission]) -> JSON:
         """Queue one job in its share's line."""
-        call = Jobs.submit(
-            job_queue=job_queue,
-            share=share,
-            instance_type=instance_type,
-            count=count,
-            priority=priority,
-            id=id,
-        )
-        return _client(client).json(call)
+        return _client(client).json(Jobs.submit(**job))
 
     @staticmethod
     def list(

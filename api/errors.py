@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.errors import HTTP_STATUS, ErrorCode, InvalidInput, SluiceError
@@ -39,9 +39,15 @@ _HTTP_CODES: dict[int, ErrorCode] = {
 class ErrorBody(BaseModel):
     """Every error response's body."""
 
-    code: ErrorCode
-    message: str
-    field: str | None = None
+    code: ErrorCode = Field(
+        description="The stable error code; clients branch on it, not on the message."
+    )
+    message: str = Field(description="What went wrong, in words, for people.")
+    field: str | None = Field(
+        default=None,
+        description="The request field at fault, dotted (`actions.1.containers.0.resources`);"
+        " null when no one field is.",
+    )
 
 
 _MEANING = {

@@ -57,22 +57,47 @@ class ReasonKind(StrEnum):
 class Reason(BaseModel):
     """One constraint, with the numbers it is about; unused fields stay None."""
 
-    kind: ReasonKind
-    message: str
-    queue: str | None = None
-    cluster: str | None = None
-    node_pool: str | None = None
-    container: str | None = None
-    resource: str | None = None  # cpu, memory, a canonical device, or "gpu" (untyped)
-    requested: int | None = None  # what the action asks for
-    used: int | None = None  # what is in use (of a cap, a limit, a pool)
-    limit: int | None = None  # the cap, the limit, one node's room, the cluster at full scale
-    free: int | None = None  # room left in the pool at full scale
-    largest_free: int | None = None  # room left on the emptiest node of the pool
-    head: str | None = None  # the action at the head of a strict_fifo line
-    since: Timestamp | None = None  # since when the head blocks the line
-    behind: int | None = None  # actions waiting behind the head
-    queues: list[str] = Field(default_factory=list)  # higher-priority queues that took room
+    kind: ReasonKind = Field(description="What holds the action back.")
+    message: str = Field(description="The reason in one line.")
+    queue: str | None = Field(default=None, description="The queue the reason is about.")
+    cluster: str | None = Field(default=None, description="The cluster the reason is about.")
+    node_pool: str | None = Field(default=None, description="The node pool the reason is about.")
+    container: str | None = Field(
+        default=None, description="The container of the action the reason is about."
+    )
+    resource: str | None = Field(
+        default=None,
+        description='The resource: cpu, memory, a canonical device, or "gpu" (untyped).',
+    )
+    requested: int | None = Field(
+        default=None,
+        description="What the action asks for, in the resource's solver unit (cpu: millicores,"
+        " memory: bytes, devices: count).",
+    )
+    used: int | None = Field(
+        default=None, description="What is in use of the cap, limit or pool, in the same unit."
+    )
+    limit: int | None = Field(
+        default=None,
+        description="The cap, the limit, one node's room or the cluster at full scale, in the"
+        " same unit.",
+    )
+    free: int | None = Field(
+        default=None, description="Room left in the pool at full scale, in the same unit."
+    )
+    largest_free: int | None = Field(
+        default=None, description="Room left on the emptiest node of the pool, in the same unit."
+    )
+    head: str | None = Field(
+        default=None, description="The action at the head of a strict_fifo line."
+    )
+    since: Timestamp | None = Field(
+        default=None, description="Since when that head blocks the line."
+    )
+    behind: int | None = Field(default=None, description="How many actions wait behind the head.")
+    queues: list[str] = Field(
+        default_factory=list, description="Higher-priority queues that took the room."
+    )
 
 
 class ChangeKind(StrEnum):
@@ -89,46 +114,80 @@ class ChangeKind(StrEnum):
 
 
 class Change(BaseModel):
-    kind: ChangeKind
-    queue: str | None = None
-    cluster: str | None = None
-    node_pool: str | None = None
-    container: str | None = None
-    resource: str | None = None  # a resource, device, "gpu", label key, or a setting name
-    value: int | str | None = None
-    amount: int | None = None  # the increase (limits, nodes) or what must finish (waits)
-    like: str | None = None  # add_pool: the "cluster/pool" whose nodes and labels to copy
-    actions: list[str] = Field(default_factory=list)  # wait_for_finish: the running work
+    kind: ChangeKind = Field(description="What to change.")
+    queue: str | None = Field(default=None, description="The queue to change.")
+    cluster: str | None = Field(default=None, description="The cluster to change.")
+    node_pool: str | None = Field(default=None, description="The node pool to change.")
+    container: str | None = Field(
+        default=None, description="The container of the action to change."
+    )
+    resource: str | None = Field(
+        default=None, description='A resource, a device, "gpu", a label key, or a setting\'s name.'
+    )
+    value: int | str | None = Field(default=None, description="The value to set.")
+    amount: int | None = Field(
+        default=None,
+        description="The increase (of a limit, of nodes), or how many running actions must"
+        " finish (for wait_for_finish).",
+    )
+    like: str | None = Field(
+        default=None, description='For add_pool: the "cluster/pool" whose nodes and labels to copy.'
+    )
+    actions: list[str] = Field(
+        default_factory=list,
+        description="For wait_for_finish: the running actions that must finish.",
+    )
 
 
 class Suggestion(BaseModel):
     """One complete fix: with all of its changes applied, the tick re-run schedules the
     action (or, for a failed action, no longer fails it)."""
 
-    changes: list[Change]
-    message: str
-    # Actions ahead of it in the line that the change lets in too, in global order.
-    also_runs: list[str] = Field(default_factory=list)
+    changes: list[Change] = Field(
+        description="Every change of the fix; applied together they let the action in."
+    )
+    message: str = Field(description="The fix in one line.")
+    also_runs: list[str] = Field(
+        default_factory=list,
+        description="Actions ahead of it in the line that the fix lets in too, in global order.",
+    )
 
 
 class Explanation(BaseModel):
-    action: str
-    queue: str
-    state: ExplanationState
-    code: str  # the ErrorCode of a failure, the tick's WaitReason, or "scheduled"
-    message: str  # one line: the state and the main reason
-    items: list[Reason] = Field(default_factory=list)
-    suggestions: list[Suggestion] = Field(default_factory=list)
-    cluster: str | None = None  # where a scheduled action runs
-    as_of: Timestamp  # the snapshot's time
-    minimal: bool = True  # False if the model ran out of time shrinking the items
-    model_solves: int = 0  # CP-SAT solves spent on this explanation
-    # Candidate fixes whose re-run tick did not finish within the explanation's budget:
-    # not offered as fixes.
-    unproven: list[Suggestion] = Field(default_factory=list)
-    # Kinds of change that cannot let it in without displacing work scheduled now, in words.
-    ruled_out: list[str] = Field(default_factory=list)
-    replays: int = 0  # ticks re-run to prove the suggestions
+    action: str = Field(description="The action explained.")
+    queue: str = Field(description="Its queue.")
+    state: ExplanationState = Field(
+        description="Where the action is: waiting, scheduled or failed."
+    )
+    code: str = Field(
+        description="The ErrorCode of a failure, the tick's wait reason, or `scheduled`."
+    )
+    message: str = Field(description="One line: the state and the main reason.")
+    items: list[Reason] = Field(
+        default_factory=list,
+        description="The constraints that keep it out (with `minimal`, a smallest such set),"
+        " hardest to lift first.",
+    )
+    suggestions: list[Suggestion] = Field(
+        default_factory=list, description="Fixes proven by re-running the tick with them."
+    )
+    cluster: str | None = Field(default=None, description="Where a scheduled action runs.")
+    as_of: Timestamp = Field(description="The time of the snapshot explained.")
+    minimal: bool = Field(
+        default=True, description="False when the model ran out of time shrinking `items`."
+    )
+    model_solves: int = Field(default=0, description="CP-SAT solves spent on this explanation.")
+    unproven: list[Suggestion] = Field(
+        default_factory=list,
+        description="Candidate fixes whose re-run tick did not finish within the budget: not"
+        " offered as fixes.",
+    )
+    ruled_out: list[str] = Field(
+        default_factory=list,
+        description="Kinds of change that cannot let it in without displacing work scheduled"
+        " now, in words.",
+    )
+    replays: int = Field(default=0, description="Ticks re-run to prove the suggestions.")
 
 
 __all__ = [

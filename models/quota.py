@@ -178,22 +178,35 @@ CapacityLimits = Annotated[dict[str, int], BeforeValidator(_parse_capacity_limit
 
 
 class QuotaSharePolicy(_Strict):
-    idle_resource_assignment_strategy: IdleResourceAssignment = IdleResourceAssignment.FIFO
+    idle_resource_assignment_strategy: IdleResourceAssignment = Field(
+        default=IdleResourceAssignment.FIFO,
+        description="Who gets idle capacity: FIFO gives it to borrowing shares in arrival order"
+        " (the only strategy, as in AWS Batch).",
+    )
 
 
 class SchedulingPolicy(_Strict):
     """A job queue's policy; only one with a quota_share_policy suits quota shares."""
 
-    name: str = Field(min_length=1)
-    quota_share_policy: QuotaSharePolicy | None = None
+    name: str = Field(min_length=1, description="The policy's name.")
+    quota_share_policy: QuotaSharePolicy | None = Field(
+        default=None,
+        description="Present for a policy that serves quota shares; null: not quota-compatible.",
+    )
 
 
 class ServiceEnvironment(_Strict):
     """The capacity a quota-managed job queue runs on: a maximum count per instance type."""
 
-    name: str = Field(min_length=1)
-    type: ServiceType = ServiceType.SAGEMAKER_TRAINING
-    capacity_limits: CapacityLimits
+    name: str = Field(min_length=1, description="The service environment's name.")
+    type: ServiceType = Field(
+        default=ServiceType.SAGEMAKER_TRAINING,
+        description="The service it runs on (SAGEMAKER_TRAINING, the only one).",
+    )
+    capacity_limits: CapacityLimits = Field(
+        description="Instance type -> the most instances of it, across every job queue using"
+        " the environment."
+    )
 
     @field_validator("capacity_limits")
     @classmethod
@@ -212,11 +225,26 @@ class QuotaShare(_Strict):
     environment. Only LEND_AND_BORROW shares borrow, so only they may set it.
     """
 
-    name: str = Field(min_length=1)
-    capacity_limits: CapacityLimits
-    strategy: ShareStrategy
-    borrow_limit: int | None = Field(default=None, ge=UNLIMITED_BORROW, le=MAX_BORROW_PERCENT)
-    in_share_preemption: bool = False
+    name: str = Field(min_length=1, description="The share's name, unique in its job queue.")
+    capacity_limits: CapacityLimits = Field(
+        description="Instance type -> the most instances the share holds of its own (1 to 5 types)."
+    )
+    strategy: ShareStrategy = Field(
+        description="What happens to its idle capacity: RESERVE keeps it, LEND lends it,"
+        " LEND_AND_BORROW lends it and borrows others'."
+    )
+    borrow_limit: int | None = Field(
+        default=None,
+        ge=UNLIMITED_BORROW,
+        le=MAX_BORROW_PERCENT,
+        description="Percent of each own limit it may borrow on top (100: as much again);"
+        " LEND_AND_BORROW only; null or -1: up to the environment.",
+    )
+    in_share_preemption: bool = Field(
+        default=False,
+        description="Whether a higher-priority job of the share may preempt a lower-priority"
+        " one of the same share.",
+    )
 
     @field_validator("capacity_limits")
     @classmethod

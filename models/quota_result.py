@@ -15,11 +15,11 @@ from models.solver_info import SolverInfo
 class ScheduledJob(BaseModel):
     """A job given its instances this tick; it becomes SCHEDULED with started_at = now."""
 
-    job: str
-    job_queue: str
-    share: str
-    instance_type: str
-    count: int
+    job: str = Field(description="The job's id.")
+    job_queue: str = Field(description="Its job queue.")
+    share: str = Field(description="Its quota share.")
+    instance_type: str = Field(description="The instance type it holds.")
+    count: int = Field(description="How many instances it holds.")
 
 
 class PreemptReason(StrEnum):
@@ -32,15 +32,17 @@ class PreemptReason(StrEnum):
 
 
 class PreemptedJob(BaseModel):
-    job: str
-    job_queue: str
-    share: str
-    instance_type: str
-    count: int
-    reason: PreemptReason
-    beneficiary: str | None  # the job it made room for; None when room was owed to nobody
-    message: str
-    position: int  # its place in its share's line after this tick (0 = next)
+    job: str = Field(description="The job's id.")
+    job_queue: str = Field(description="Its job queue.")
+    share: str = Field(description="Its quota share.")
+    instance_type: str = Field(description="The instance type it held.")
+    count: int = Field(description="How many instances it gave back.")
+    reason: PreemptReason = Field(description="Why it was stopped.")
+    beneficiary: str | None = Field(
+        description="The job it made room for; null when the room was owed to nobody."
+    )
+    message: str = Field(description="The preemption in words.")
+    position: int = Field(description="Its place in its share's line after this tick (0: next).")
 
 
 class JobWaitReason(StrEnum):

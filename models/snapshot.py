@@ -108,11 +108,29 @@ class Queue(Strict):
 class NodeShape(Strict):
     """The allocatable room of one node of a pool."""
 
-    cpu: CpuQuantity
-    memory: MemoryQuantity
-    accelerator: DeviceName = None
-    accelerators: int = Field(default=0, ge=0, le=MAX_ACCELERATORS)
-    resources: ResourceMap = Field(default_factory=dict)  # other named resources a node offers
+    cpu: CpuQuantity = Field(
+        description="Allocatable CPU of one node: cores (`8`, `7.5`) or millicores (`7500m`);"
+        " answers spell it as a Kubernetes quantity."
+    )
+    memory: MemoryQuantity = Field(
+        description="Allocatable memory of one node: a Kubernetes quantity (`64Gi`) or bytes."
+    )
+    accelerator: DeviceName = Field(
+        default=None,
+        description="The device each node carries (`H100`, `nvidia-t4`, a MIG profile such as"
+        " `A100/1g.5gb`); null: none.",
+    )
+    accelerators: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_ACCELERATORS,
+        description="How many `accelerator` devices each node has.",
+    )
+    resources: ResourceMap = Field(
+        default_factory=dict,
+        description="Other named resources one node offers, resource -> quantity; null or"
+        " omitted: none.",
+    )
 
     @model_validator(mode="after")
     def _accelerator_named(self) -> Self:
@@ -127,11 +145,20 @@ class NodeShape(Strict):
 
 
 class NodePool(Strict):
-    name: str = Field(min_length=1)
-    node: NodeShape
-    labels: dict[str, str] = Field(default_factory=dict)
-    nodes: int = Field(default=0, ge=0, le=MAX_NODES)
-    max_nodes: int | None = Field(default=None, ge=0, le=MAX_NODES)  # full scale; or `nodes`
+    name: str = Field(min_length=1, description="The pool's name, unique in its cluster.")
+    node: NodeShape = Field(description="The shape of every node of the pool.")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="The pool's node labels, which containers' `node_selector` must match.",
+    )
+    nodes: int = Field(default=0, ge=0, le=MAX_NODES, description="Nodes up now.")
+    max_nodes: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_NODES,
+        description="The most nodes the pool scales to (at least `nodes`); null: it stays at"
+        " `nodes`.",
+    )
 
     @model_validator(mode="after")
     def _scale(self) -> Self:
@@ -147,8 +174,10 @@ class NodePool(Strict):
 
 
 class Cluster(Strict):
-    name: str = Field(min_length=1)
-    node_pools: list[NodePool] = Field(default_factory=list)
+    name: str = Field(min_length=1, description="The cluster's name.")
+    node_pools: list[NodePool] = Field(
+        default_factory=list, description="Its node pools, each name once."
+    )
 
     @model_validator(mode="after")
     def _unique_pools(self) -> Self:
@@ -170,10 +199,19 @@ class Cluster(Strict):
 class Container(Strict):
     """One container's requests. `resources.gpu` is lifted into `gpu` on load."""
 
-    name: str = "main"
-    resources: ResourceMap = Field(default_factory=dict)
-    gpu: GpuRequest = None
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    name: str = Field(default="main", description="The container's name, unique in its action.")
+    resources: ResourceMap = Field(
+        default_factory=dict,
+        description='What it requests, resource -> Kubernetes quantity (`cpu: "8"`, `memory:'
+        ' "32Gi"`); a `gpu` entry is read as `gpu`.',
+    )
+    gpu: GpuRequest = Field(
+        default=None, description='"H100:4", "T4" (typed) or 2 (untyped NVIDIA GPUs); null: no GPU.'
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels a node pool must carry for the container to land on it.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -182,14 +220,14 @@ class Container(Strict):
 
 
 class ContainerPlacement(Strict):
-    name: str = "main"
-    node_pool: str
-    node: NonNegativeInt
+    name: str = Field(default="main", description="The container, by name.")
+    node_pool: str = Field(description="The node pool it is placed in.")
+    node: NonNegativeInt = Field(description="The node's index in its pool, from 0.")
 
 
 class Placement(Strict):
-    cluster: str
-    containers: list[ContainerPlacement]
+    cluster: str = Field(description="The cluster it runs on; all its containers are placed there.")
+    containers: list[ContainerPlacement] = Field(description="Where each container is placed.")
 
 
 class ActionState(StrEnum):
@@ -255,14 +293,39 @@ class Action(Strict):
 class Environment(Strict):
     """A reusable container pool, charged once when it starts."""
 
-    name: str = Field(min_length=1)
-    queue: str = DEFAULT_QUEUE
-    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
-    resources: ResourceMap = Field(default_factory=dict)
-    gpu: GpuRequest = None
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    running: bool = False
-    placement: Placement | None = None
+    name: str = Field(min_length=1, description="The reusable environment's name.")
+    queue: str = Field(
+        default=DEFAULT_QUEUE,
+        description="The queue whose caps and concurrency the started pool is charged to.",
+    )
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_REPLICAS,
+        description="How many containers of this size the pool runs.",
+    )
+    resources: ResourceMap = Field(
+        default_factory=dict,
+        description='What each replica requests, resource -> Kubernetes quantity (`cpu: "8"`,'
+        ' `memory: "32Gi"`).',
+    )
+    gpu: GpuRequest = Field(
+        default=None,
+        description='Each replica\'s GPUs: "H100:4", "T4" (typed) or 2 (untyped NVIDIA GPUs);'
+        " null: no GPU.",
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels a node pool must carry for the replicas to land on it.",
+    )
+    running: bool = Field(
+        default=False,
+        description="Whether the pool is started (placed and charged); actions in it run on its"
+        " replicas.",
+    )
+    placement: Placement | None = Field(
+        default=None, description="Where its replicas are placed while it runs; null while stopped."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -289,7 +352,11 @@ class Environment(Strict):
 
 
 class Settings(Strict):
-    default_gpu_type: DeviceName = None
+    default_gpu_type: DeviceName = Field(
+        default=None,
+        description="The device an untyped GPU request (`gpu: 2`) means; null: any NVIDIA GPU,"
+        " counted against `max_gpus`.",
+    )
 
 
 class Snapshot(Strict):

@@ -34,12 +34,26 @@ class QueueSource(StrEnum):
 class TaskTemplate(Strict):
     """What a submission of the task gets unless it says otherwise."""
 
-    name: str = Field(min_length=1)
-    containers: list[Container] = Field(default_factory=list)
-    environment: str | None = None  # a reusable environment's name
-    queue: str | None = None
-    environment_queue: str | None = None  # its task environment's; not with `environment`
-    max_queued_time: Duration | None = None
+    name: str = Field(min_length=1, description="The task's name.")
+    containers: list[Container] = Field(
+        default_factory=list,
+        description="Containers its submissions get (none with `environment`).",
+    )
+    environment: str | None = Field(
+        default=None, description="The reusable environment its submissions run in, by name."
+    )
+    queue: str | None = Field(
+        default=None,
+        description="The queue its submissions go to unless their run or invocation names another.",
+    )
+    environment_queue: str | None = Field(
+        default=None,
+        description="The queue of the task environment it belongs to (not with `environment`).",
+    )
+    max_queued_time: Duration | None = Field(
+        default=None,
+        description="How long its submissions may wait before they fail MAX_QUEUED_TIME_EXCEEDED.",
+    )
 
     @model_validator(mode="after")
     def _shape(self) -> Self:

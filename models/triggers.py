@@ -108,9 +108,15 @@ class Schedule(Strict):
 class TriggerAction(Strict):
     """One action of the run each firing submits: a submission's fields but id and run."""
 
-    containers: list[Container] = Field(default_factory=list)
-    environment: str | None = None
-    max_queued_time: Duration | None = None
+    containers: list[Container] = Field(
+        default_factory=list, description="Its containers (none when it runs in `environment`)."
+    )
+    environment: str | None = Field(
+        default=None, description="The reusable environment it runs in, by name."
+    )
+    max_queued_time: Duration | None = Field(
+        default=None, description="How long it may wait before it fails MAX_QUEUED_TIME_EXCEEDED."
+    )
     deadline: Duration | None = Field(default=None, description="counted from the firing")
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from api.calls import Actions
 from api.cli.context import FiniteRange, Remote, pass_remote
 from api.cli.render import forecast_line
 from api.client import SluiceClient
@@ -59,7 +60,7 @@ def explain_command(
         data = explanation.model_dump(mode="json", exclude_none=True)
     else:
         client = SluiceClient(server, remote.token) if server else remote.client
-        data = client.request("GET", f"/actions/{action_id}/explanation")
+        data = client.json(Actions.explanation(action_id))
     click.echo(json.dumps(data, indent=2) if as_json else explanation_text(data))
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import click
 import yaml
 
+from api.calls import SchedulingPolicies, ServiceEnvironments
 from api.cli.context import OUTPUT, Remote, emit, pass_remote
 from api.client import Job as JobClient
 from api.client import JobQueue, QuotaShare, SchedulingPolicy, ServiceEnvironment, SluiceClient
@@ -508,12 +509,10 @@ def apply_quota(data: dict[str, Any], client: SluiceClient) -> list[str]:
     one line per object saying what happened (jobs are not submitted)."""
     done = []
     for policy in data.get("scheduling_policies") or []:
-        body = {key: value for key, value in policy.items() if key != "name"}
-        client.request("PUT", f"/scheduling-policies/{policy['name']}", body=body)
+        client.json(SchedulingPolicies.put_from(policy))
         done.append(f"scheduling policy {policy['name']} put")
     for environment in data.get("service_environments") or []:
-        body = {key: value for key, value in environment.items() if key != "name"}
-        client.request("PUT", f"/service-environments/{environment['name']}", body=body)
+        client.json(ServiceEnvironments.put_from(environment))
         done.append(f"service environment {environment['name']} put")
     for queue in data.get("job_queues") or []:
         done.append(f"job queue {queue['name']} {JobQueue.put(queue, client=client)}")

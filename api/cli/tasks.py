@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from api.calls import Tasks
 from api.cli.context import OUTPUT, Remote, emit, pass_remote
 from api.cli.queues import action_specs
 from api.client import Task
@@ -81,7 +82,7 @@ def create_task(
         body["queue"] = queue
     if environment_queue is not None:
         body["environment_queue"] = environment_queue
-    emit(remote.client.request("POST", "/tasks", body=body), output, task_detail)
+    emit(remote.client.json(Tasks.create(body)), output, task_detail)
 
 
 @click.command("task")

@@ -20,12 +20,12 @@ router = APIRouter(tags=["ops"])
 
 
 class Health(BaseModel):
-    status: str  # "ok", or "degraded" when the last tick failed
-    ticks: int  # ticks this replica wrote back since it started
+    status: str = Field(description='"ok", or "degraded" when the last tick failed.')
+    ticks: int = Field(description="Ticks this replica wrote back since it started.")
     last_tick: int = Field(description="The last tick any leader wrote back (its number).")
     last_tick_at: Timestamp | None = Field(description="When any leader wrote it back.")
-    last_tick_s: float
-    last_error: str | None
+    last_tick_s: float = Field(description="Seconds the last tick took.")
+    last_error: str | None = Field(description="Why the last tick failed; null when it did not.")
     worker_pid: int | None = Field(
         description="the process that solved the last tick (the server's own in thread mode)"
     )

@@ -19,19 +19,26 @@ from models.tasks import QueueSource, TaskTemplate
 
 
 class ContainerIn(Body):
-    name: str = "main"
+    name: str = Field(default="main", description="The container's name, unique in its action.")
     resources: Quantities = Field(default_factory=dict)
     gpu: str | int | None = Field(
         default=None, description='"H100:4", "T4" (typed) or 2 (untyped NVIDIA GPUs)'
     )
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels a node pool must carry for the container to land on it.",
+    )
 
 
 class ActionSubmit(Body):
     """One action to queue. Without an id the server makes one. Without a queue it inherits
     one: its run's, its task's, its environment's, or else the default queue's."""
 
-    id: Name | None = None
+    id: Name | None = Field(
+        default=None,
+        description="The action's id; made by the server when omitted. Submitting an id again"
+        " is ALREADY_EXISTS.",
+    )
     run: str | None = Field(default=None, description="defaults to the action's own id")
     queue: str | None = Field(default=None, description="this invocation's queue")
     task: str | None = Field(
@@ -42,9 +49,18 @@ class ActionSubmit(Body):
         default=None,
         description="the queue of the run, kept for its later submissions (first one sets it)",
     )
-    containers: list[ContainerIn] = Field(default_factory=list)
+    containers: list[ContainerIn] = Field(
+        default_factory=list,
+        description="Its containers: `resources` and `gpu` per container (none with"
+        " `environment`, or when its `task` gives them).",
+    )
     environment: str | None = Field(default=None, description="a reusable environment's name")
-    max_queued_time: str | float | None = Field(default=None, examples=["1h"])
+    max_queued_time: str | float | None = Field(
+        default=None,
+        examples=["1h"],
+        description="How long it may wait before it fails MAX_QUEUED_TIME_EXCEEDED (`1h`, or"
+        " seconds).",
+    )
     deadline: str | float | None = Field(
         default=None, description="a time, or a duration from submission", examples=["6h"]
     )
@@ -88,24 +104,30 @@ class ActionSubmit(Body):
 class ActionBatch(Body):
     """Actions accepted all together or not at all."""
 
-    actions: list[ActionSubmit] = Field(min_length=1, max_length=10_000)
+    actions: list[ActionSubmit] = Field(
+        min_length=1,
+        max_length=10_000,
+        description="The submissions, each as `POST /actions` takes it.",
+    )
 
 
 class BatchAccepted(BaseModel):
-    ids: list[str]
+    ids: list[str] = Field(description="The actions' ids, in the order they were given.")
 
 
 class ActionsMove(Body):
     """Waiting actions to move to queue `to`, all or none; they keep their arrival order."""
 
-    ids: list[str] = Field(min_length=1, max_length=10_000)
-    to: str
+    ids: list[str] = Field(
+        min_length=1, max_length=10_000, description="The waiting actions to move, by id."
+    )
+    to: str = Field(description="The queue to move them to.")
 
 
 class QueueMove(Body):
     """Move the waiting actions of a queue (those `where` keeps) to queue `to`."""
 
-    to: str
+    to: str = Field(description="The queue to move them to.")
     where: str | None = Field(
         default=None,
         max_length=200,
@@ -115,38 +137,47 @@ class QueueMove(Body):
 
 
 class Moved(BaseModel):
-    to: str
+    to: str = Field(description="The queue they were moved to.")
     ids: list[str] = Field(description="the actions moved, in arrival order")
 
 
 class ActionPublic(BaseModel):
-    id: str
-    run: str
-    queue: str
+    id: str = Field(description="The action's id.")
+    run: str = Field(description="The run it belongs to (its own id for a run of one).")
+    queue: str = Field(description="The queue it is charged to.")
     queue_source: QueueSource | None = Field(
         description="which level set its queue (null: stored before sources were kept)"
     )
-    state: Phase
-    submitted_at: Timestamp
-    containers: list[Container]
-    environment: str | None
-    max_queued_time: Duration | None
-    deadline: Timestamp | Duration | None
+    state: Phase = Field(description="Where it is in its life.")
+    submitted_at: Timestamp = Field(description="When it was accepted.")
+    containers: list[Container] = Field(
+        description="What each container requests (none when it runs in `environment`)."
+    )
+    environment: str | None = Field(description="The reusable environment it runs in, by name.")
+    max_queued_time: Duration | None = Field(
+        description="How long it may wait before it fails MAX_QUEUED_TIME_EXCEEDED."
+    )
+    deadline: Timestamp | Duration | None = Field(
+        description="When it must have finished (a time, or a duration from submission); past"
+        " it, it fails DEADLINE_EXCEEDED."
+    )
     task: str | None = Field(description="the stored task it was submitted as")
     expected_duration: Duration | None = Field(
         description="the submitter's estimate of its run time"
     )
-    placement: Placement | None
-    code: ErrorCode | None
-    message: str | None
-    scheduled_at: Timestamp | None
-    started_at: Timestamp | None
-    finished_at: Timestamp | None
+    placement: Placement | None = Field(description="Where it runs, once scheduled.")
+    code: ErrorCode | None = Field(description="For a failed action: its error code.")
+    message: str | None = Field(description="For a failed action: why, in words.")
+    scheduled_at: Timestamp | None = Field(description="When a tick placed it.")
+    started_at: Timestamp | None = Field(description="When its executor reported it started.")
+    finished_at: Timestamp | None = Field(description="When it succeeded, failed or was cancelled.")
     waiting_reason: WaitReason | None = Field(
         description="for a queued action, as of the last tick"
     )
-    waiting_resource: str | None
-    waiting_message: str | None
+    waiting_resource: str | None = Field(
+        description="The resource it waits for, when the wait reason names one."
+    )
+    waiting_message: str | None = Field(description="Why it waits, in words.")
     queue_position: int | None = Field(
         description="for a queued action, as of the last tick: its place in its queue's line"
         " (1 is the head)"

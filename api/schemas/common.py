@@ -63,13 +63,17 @@ def to_domain(model: type[M], data: dict[str, Any], where: tuple[str | int, ...]
 class ExecutorReport(Body):
     """What an executor says happened to a scheduled action."""
 
-    outcome: Literal[ReportedOutcome.STARTED, ReportedOutcome.SUCCEEDED, ReportedOutcome.FAILED]
+    outcome: Literal[ReportedOutcome.STARTED, ReportedOutcome.SUCCEEDED, ReportedOutcome.FAILED] = (
+        Field(description="What happened: started, succeeded or failed.")
+    )
     code: ErrorCode | None = Field(default=None, description="for failed: the failure's code")
-    message: str | None = None
+    message: str | None = Field(default=None, description="For failed: what went wrong, in words.")
 
 
 class JobReport(ExecutorReport):
     """What an executor says happened to a job holding instances: `starting` while it starts
     the job's containers (the job is STARTING), then `started`, `succeeded` or `failed`."""
 
-    outcome: ReportedOutcome  # type: ignore[assignment]  # a job's life has one more step
+    outcome: ReportedOutcome = Field(  # type: ignore[assignment]  # a job's life has one more step
+        description="What happened: starting, started, succeeded or failed."
+    )

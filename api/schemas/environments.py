@@ -15,11 +15,23 @@ from models.snapshot import DEFAULT_QUEUE, Environment
 class EnvironmentIn(Body):
     """A reusable container pool: `replicas` containers of this size, charged once at start."""
 
-    queue: str = DEFAULT_QUEUE
-    replicas: int = Field(default=1, ge=1)
+    queue: str = Field(
+        default=DEFAULT_QUEUE,
+        description="The queue whose caps and concurrency the started pool is charged to.",
+    )
+    replicas: int = Field(
+        default=1, ge=1, description="How many containers of this size the pool runs."
+    )
     resources: Quantities = Field(default_factory=dict)
-    gpu: str | int | None = None
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    gpu: str | int | None = Field(
+        default=None,
+        description='Each replica\'s GPUs: "H100:4", "T4" (typed) or 2 (untyped NVIDIA GPUs);'
+        " null: no GPU.",
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels a node pool must carry for the replicas to land on it.",
+    )
     idle_timeout: str | float | None = Field(
         default=None,
         description="stop the running pool after this long with no scheduled or running action",

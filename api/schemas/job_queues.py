@@ -53,7 +53,10 @@ class SchedulingPolicyIn(Body):
 class ServiceEnvironmentIn(Body):
     """The capacity a quota-managed job queue runs on: the most instances per type."""
 
-    type: ServiceType = ServiceType.SAGEMAKER_TRAINING
+    type: ServiceType = Field(
+        default=ServiceType.SAGEMAKER_TRAINING,
+        description="The service it runs on (SAGEMAKER_TRAINING, the only one).",
+    )
     capacity_limits: CapacityLimits = Field(
         description="instance type -> most instances (NUM_INSTANCES is refused)",
         examples=[{"ml.g5.xlarge": 3}],
@@ -69,11 +72,21 @@ class ServiceEnvironmentIn(Body):
 class JobQueueCreate(Body):
     """A SAGEMAKER_TRAINING job queue with a quota-share policy and 1 to 20 quota shares."""
 
-    name: Name
-    type: ServiceType = ServiceType.SAGEMAKER_TRAINING
-    state: QueueState = QueueState.ENABLED
-    scheduling_policy: str
-    service_environment: str
+    name: Name = Field(description="The job queue's name.")
+    type: ServiceType = Field(
+        default=ServiceType.SAGEMAKER_TRAINING,
+        description="The service its jobs run on (SAGEMAKER_TRAINING, the only one).",
+    )
+    state: QueueState = Field(
+        default=QueueState.ENABLED,
+        description="ENABLED starts jobs; DISABLED runs what it runs and starts nothing new.",
+    )
+    scheduling_policy: str = Field(
+        description="A scheduling policy with a quota share policy, by name."
+    )
+    service_environment: str = Field(
+        description="The service environment whose capacity it uses, by name."
+    )
     quota_shares: list[QuotaShare] = Field(description="1 to 20, each with 1 to 5 limits")
 
     def to_job_queue(self) -> JobQueue:
@@ -83,10 +96,16 @@ class JobQueueCreate(Body):
 class JobQueueUpdate(Body):
     """Fields to change; `quota_shares` replaces the whole list."""
 
-    state: QueueState | None = None
-    scheduling_policy: str | None = None
-    service_environment: str | None = None
-    quota_shares: list[QuotaShare] | None = None
+    state: QueueState | None = Field(default=None, description="ENABLED or DISABLED.")
+    scheduling_policy: str | None = Field(
+        default=None, description="Another scheduling policy, by name."
+    )
+    service_environment: str | None = Field(
+        default=None, description="Another service environment, by name."
+    )
+    quota_shares: list[QuotaShare] | None = Field(
+        default=None, description="The new shares, replacing all of them (1 to 20)."
+    )
 
     def apply(self, queue: JobQueue) -> JobQueue:
         changes = self.model_dump(exclude_none=True)
@@ -96,12 +115,23 @@ class JobQueueUpdate(Body):
 class QuotaShareIn(Body):
     """One quota share, put under its name (created or replaced)."""
 
-    capacity_limits: CapacityLimits = Field(examples=[{"ml.g5.xlarge": 1}])
-    strategy: ShareStrategy
+    capacity_limits: CapacityLimits = Field(
+        examples=[{"ml.g5.xlarge": 1}],
+        description="Instance type -> the most instances the share holds of its own (1 to 5"
+        " types).",
+    )
+    strategy: ShareStrategy = Field(
+        description="RESERVE keeps its idle capacity, LEND lends it, LEND_AND_BORROW lends it"
+        " and borrows others'."
+    )
     borrow_limit: int | None = Field(
         default=None, description="percent of each own limit; only LEND_AND_BORROW; null: none"
     )
-    in_share_preemption: bool = False
+    in_share_preemption: bool = Field(
+        default=False,
+        description="Whether a higher-priority job of the share may preempt a lower-priority"
+        " one of the same share.",
+    )
 
     def to_share(self, name: str) -> QuotaShare:
         return to_domain(QuotaShare, {"name": name, **self.model_dump()}, ())
@@ -110,10 +140,18 @@ class QuotaShareIn(Body):
 class QuotaShareUpdate(Body):
     """Share fields to change; a map replaces the map, `borrow_limit: null` lifts the limit."""
 
-    capacity_limits: CapacityLimits | None = None
-    strategy: ShareStrategy | None = None
-    borrow_limit: int | None = None
-    in_share_preemption: bool | None = None
+    capacity_limits: CapacityLimits | None = Field(
+        default=None,
+        description="New limits, replacing the share's map; a lowered one makes what it holds"
+        " above it eligible for preemption.",
+    )
+    strategy: ShareStrategy | None = Field(default=None, description="A new strategy.")
+    borrow_limit: int | None = Field(
+        default=None, description="A new borrow limit in percent; null lifts it."
+    )
+    in_share_preemption: bool | None = Field(
+        default=None, description="Whether jobs of the share may preempt each other by priority."
+    )
 
     def apply(self, share: QuotaShare) -> QuotaShare:
         changes = self.model_dump(exclude_unset=True)
@@ -134,35 +172,45 @@ def with_share(queue: JobQueue, share: QuotaShare) -> JobQueue:
 class SharePublic(BaseModel):
     """A share's settings, its usage as of the last tick and its live jobs now."""
 
-    name: str
-    capacity_limits: dict[str, int]
-    strategy: ShareStrategy
-    borrow_limit: int | None
-    in_share_preemption: bool
+    name: str = Field(description="The share's name.")
+    capacity_limits: dict[str, int] = Field(
+        description="Instance type -> the most instances of its own."
+    )
+    strategy: ShareStrategy = Field(description="RESERVE, LEND or LEND_AND_BORROW.")
+    borrow_limit: int | None = Field(
+        description="Percent of each own limit it may borrow; null: no limit."
+    )
+    in_share_preemption: bool = Field(
+        description="Whether its jobs may preempt each other by priority."
+    )
     usage: dict[str, int] = Field(description="instances held, per type (last tick)")
     borrowed: dict[str, int] = Field(description="held beyond its own limit (last tick)")
     lent: dict[str, int] = Field(description="of its limit, in another share's use (last tick)")
     line: list[str] = Field(description="queued jobs in the order they will be considered")
-    queued: int
-    scheduled: int
+    queued: int = Field(description="Its jobs waiting now.")
+    scheduled: int = Field(description="Its jobs given instances and not yet starting, now.")
     starting: int = Field(description="jobs whose executor is starting their containers")
-    running: int
+    running: int = Field(description="Its jobs running now.")
 
 
 class JobQueuePublic(BaseModel):
     """A job queue: settings, state/status/reason, usage per share and the last tick's moves."""
 
-    name: str
-    type: ServiceType
-    state: QueueState
-    status: QueueStatus
+    name: str = Field(description="The job queue's name.")
+    type: ServiceType = Field(description="The service its jobs run on.")
+    state: QueueState = Field(description="ENABLED or DISABLED.")
+    status: QueueStatus = Field(description="VALID, or INVALID with `reason`.")
     reason: str = Field(description='"JobQueue Healthy", or why the queue is INVALID')
-    scheduling_policy: str
-    service_environment: str
+    scheduling_policy: str = Field(description="Its scheduling policy, by name.")
+    service_environment: str = Field(description="Its service environment, by name.")
     max_capacity: dict[str, int] = Field(description="the service environment's limits (now)")
-    usage: dict[str, int]
-    unassigned_used: dict[str, int]
-    shares: list[SharePublic]
+    usage: dict[str, int] = Field(description="Instances its jobs hold, per type (last tick).")
+    unassigned_used: dict[str, int] = Field(
+        description="Instances held beyond every share's own limit, per type (last tick)."
+    )
+    shares: list[SharePublic] = Field(
+        description="Each quota share: settings, usage, and its jobs now."
+    )
     scheduled: list[ScheduledJob] = Field(description="started by the last tick")
     preempted: list[PreemptedJob] = Field(description="preempted by the last tick")
     as_of: Timestamp | None = Field(description="the tick the usage figures come from")

@@ -31,10 +31,14 @@ class JobSubmit(Body):
     """One SageMaker Training job for a share: `count` instances of one type."""
 
     id: Name | None = Field(default=None, description="made by the server when omitted")
-    job_queue: str
-    share: str
-    instance_type: str = Field(examples=["ml.g5.xlarge"])
-    count: int = Field(default=1, ge=1)
+    job_queue: str = Field(description="The job queue, by name.")
+    share: str = Field(description="The quota share of that job queue, by name.")
+    instance_type: str = Field(
+        examples=["ml.g5.xlarge"], description="A SageMaker Training instance type."
+    )
+    count: int = Field(
+        default=1, ge=1, description="How many instances of that type it needs at once."
+    )
     priority: int = Field(default=0, ge=0, le=MAX_PRIORITY, description="higher runs first")
 
     def to_job(self, now: datetime) -> Job:
@@ -45,31 +49,35 @@ class JobSubmit(Body):
 
 
 class PreemptionPublic(BaseModel):
-    at: Timestamp
-    reason: PreemptReason
+    at: Timestamp = Field(description="When it was preempted.")
+    reason: PreemptReason = Field(description="Why.")
     beneficiary: str | None = Field(description="the job it made room for")
-    message: str
+    message: str = Field(description="The preemption in words.")
 
 
 class JobPublic(BaseModel):
-    id: str
-    job_queue: str
-    share: str
-    instance_type: str
-    count: int
-    priority: int
-    state: JobPhase
-    submitted_at: Timestamp
+    id: str = Field(description="The job's id.")
+    job_queue: str = Field(description="Its job queue.")
+    share: str = Field(description="Its quota share.")
+    instance_type: str = Field(description="The instance type it needs.")
+    count: int = Field(description="How many instances it needs.")
+    priority: int = Field(description="Higher runs first in its share.")
+    state: JobPhase = Field(description="Where it is in its life.")
+    submitted_at: Timestamp = Field(
+        description="When it was accepted; its place in line is its arrival."
+    )
     scheduled_at: Timestamp | None = Field(description="when it got its instances")
     started_at: Timestamp | None = Field(description="when an executor reported it started")
-    finished_at: Timestamp | None
-    code: ErrorCode | None
-    message: str | None
-    preemptions: NonNegativeInt
-    last_preemption: PreemptionPublic | None
+    finished_at: Timestamp | None = Field(description="When it succeeded, failed or was cancelled.")
+    code: ErrorCode | None = Field(description="For a failed job: its error code.")
+    message: str | None = Field(description="For a failed job: why, in words.")
+    preemptions: NonNegativeInt = Field(description="How often it was preempted.")
+    last_preemption: PreemptionPublic | None = Field(
+        description="The latest preemption; null if never."
+    )
     position: int | None = Field(description="for a queued job: its place in its share's line")
     waiting_reason: JobWaitReason | None = Field(description="as of the last tick")
-    waiting_message: str | None
+    waiting_message: str | None = Field(description="Why it waits, in words.")
 
     @classmethod
     def of(cls, record: JobRecord, last_tick: LastTick) -> JobPublic:

@@ -19,18 +19,34 @@ from models.snapshot import DEFAULT_POOL, Queue, Scheduling
 class QueueCreate(Body):
     """A new queue; the keywords of the seed's `Queue.create`."""
 
-    name: Name
-    pool: str = DEFAULT_POOL
-    run_concurrency: NonNegativeInt | None = None
-    action_concurrency: NonNegativeInt | None = None
+    name: Name = Field(description="The queue's name, unique among queues.")
+    pool: str = Field(
+        default=DEFAULT_POOL,
+        description="The pool of queues it belongs to, for `watch_pool` and listings.",
+    )
+    run_concurrency: NonNegativeInt | None = Field(
+        default=None, description="The most runs of the queue active at once; null: no limit."
+    )
+    action_concurrency: NonNegativeInt | None = Field(
+        default=None,
+        description="The most of its actions scheduled or running at once; null: no limit.",
+    )
     depth: NonNegativeInt | None = Field(
         default=None, description="in flight plus waiting; beyond it RESOURCE_EXHAUSTED"
     )
-    priority: int = 0
+    priority: int = Field(
+        default=0,
+        description="Higher goes first where queues share capacity; it orders, it does not"
+        " preempt.",
+    )
     max_resources: Quantities = Field(default_factory=dict)
     max_gpus: NonNegativeInt | None = Field(default=None, description="untyped NVIDIA GPUs")
     max_accelerators: DeviceCounts = Field(default_factory=dict)
-    scheduling: Scheduling = Scheduling.GREEDY_CAPACITY
+    scheduling: Scheduling = Field(
+        default=Scheduling.GREEDY_CAPACITY,
+        description="greedy_capacity lets what fits pass a blocked action; strict_fifo keeps"
+        " arrival order.",
+    )
     clusters: list[str] | None = Field(default=None, description="omitted: every cluster")
 
     def to_queue(self) -> Queue:
@@ -41,16 +57,32 @@ class QueueUpdate(Body):
     """Fields to change. A map replaces the whole map (`{}` removes those caps); `null`
     clears a limit (`"max_gpus": null` is the seed's `clear_max_gpus=True`)."""
 
-    pool: str | None = None
-    run_concurrency: NonNegativeInt | None = None
-    action_concurrency: NonNegativeInt | None = None
-    depth: NonNegativeInt | None = None
-    priority: int | None = None
-    max_resources: Quantities | None = None
-    max_gpus: NonNegativeInt | None = None
-    max_accelerators: DeviceCounts | None = None
-    scheduling: Scheduling | None = None
-    clusters: list[str] | None = None
+    pool: str | None = Field(default=None, description="A new pool of queues.")
+    run_concurrency: NonNegativeInt | None = Field(
+        default=None, description="A new limit on active runs; null: no limit."
+    )
+    action_concurrency: NonNegativeInt | None = Field(
+        default=None,
+        description="A new limit on actions scheduled or running at once; null: no limit.",
+    )
+    depth: NonNegativeInt | None = Field(
+        default=None, description="A new limit on in flight plus waiting; null: no limit."
+    )
+    priority: int | None = Field(default=None, description="A new priority (higher goes first).")
+    max_resources: Quantities | None = Field(
+        default=None,
+        description="The new resource caps, replacing all of them; `{}` or null: none.",
+    )
+    max_gpus: NonNegativeInt | None = Field(
+        default=None, description="A new cap on untyped NVIDIA GPUs; null: no cap."
+    )
+    max_accelerators: DeviceCounts | None = Field(
+        default=None, description="The new device caps, replacing all of them; `{}` or null: none."
+    )
+    scheduling: Scheduling | None = Field(default=None, description="A new scheduling policy.")
+    clusters: list[str] | None = Field(
+        default=None, description="The clusters it may use; null: every cluster."
+    )
 
     def changes(self) -> dict[str, Any]:
         """Only the fields the caller sent, in the JSON spelling the store merges."""
@@ -67,28 +99,50 @@ class QueueUpdate(Body):
 class QueuePublic(BaseModel):
     """A queue's settings with its usage next to each cap (the seed's `Queue.details`)."""
 
-    name: str
-    pool: str
-    priority: int
-    scheduling: Scheduling
-    draining: bool
-    clusters: list[str] | None
-    run_concurrency: int | None
-    action_concurrency: int | None
-    depth: int | None
-    max_resources: dict[str, str]
-    max_gpus: int | None
-    max_accelerators: dict[str, int]
-    in_flight_resources: dict[str, str]
-    accelerator_charges: dict[str, int]
-    head_blocked: bool
-    head_blocked_since: Timestamp | None
-    head_action: str | None
-    blocked_behind_head: int
-    running_actions: int
-    active_runs: int
-    depth_used: int
-    waiting: int
+    name: str = Field(description="The queue's name.")
+    pool: str = Field(description="The pool of queues it belongs to.")
+    priority: int = Field(description="Higher goes first where queues share capacity.")
+    scheduling: Scheduling = Field(description="greedy_capacity or strict_fifo.")
+    draining: bool = Field(
+        description="True while it accepts nothing new (what it holds still runs)."
+    )
+    clusters: list[str] | None = Field(description="The clusters it may use; null: every cluster.")
+    run_concurrency: int | None = Field(description="The most runs active at once; null: no limit.")
+    action_concurrency: int | None = Field(
+        description="The most actions scheduled or running at once; null: no limit."
+    )
+    depth: int | None = Field(
+        description="The most actions in flight plus waiting; null: no limit."
+    )
+    max_resources: dict[str, str] = Field(
+        description="Resource caps, resource -> Kubernetes quantity."
+    )
+    max_gpus: int | None = Field(description="The cap on untyped NVIDIA GPUs; null: none.")
+    max_accelerators: dict[str, int] = Field(description="Device caps, canonical device -> count.")
+    in_flight_resources: dict[str, str] = Field(
+        description="What its scheduled and running work holds, resource -> Kubernetes quantity"
+        " (last tick)."
+    )
+    accelerator_charges: dict[str, int] = Field(
+        description="Devices its work holds, canonical device (`gpu` for untyped) -> count"
+        " (last tick)."
+    )
+    head_blocked: bool = Field(
+        description="True while the head of a strict_fifo line cannot be placed."
+    )
+    head_blocked_since: Timestamp | None = Field(
+        description="Since when the head blocks the line; null when it does not."
+    )
+    head_action: str | None = Field(description="The blocked head's id (last tick).")
+    blocked_behind_head: int = Field(
+        description="Actions waiting behind the blocked head (last tick)."
+    )
+    running_actions: int = Field(description="Actions scheduled or running now.")
+    active_runs: int = Field(description="Runs with work scheduled or running (last tick).")
+    depth_used: int = Field(
+        description="Actions counted against `depth` now: queued, scheduled and running."
+    )
+    waiting: int = Field(description="Actions queued now.")
     as_of: Timestamp | None = Field(description="the tick the usage figures come from")
     deadline_exceeded: list[str] = Field(
         default_factory=list,

@@ -22,9 +22,16 @@ _EVERY = Field(default=None, description="a fixed rate instead of cron", example
 class TriggerActionIn(Body):
     """One action of each firing's run."""
 
-    containers: list[ContainerIn] = Field(default_factory=list)
+    containers: list[ContainerIn] = Field(
+        default_factory=list, description="Its containers (none with `environment`)."
+    )
     environment: str | None = Field(default=None, description="a reusable environment's name")
-    max_queued_time: str | float | None = Field(default=None, examples=["1h"])
+    max_queued_time: str | float | None = Field(
+        default=None,
+        examples=["1h"],
+        description="How long it may wait before it fails MAX_QUEUED_TIME_EXCEEDED (`1h`, or"
+        " seconds).",
+    )
     deadline: str | float | None = Field(
         default=None, description="a duration from the firing", examples=["6h"]
     )
@@ -33,16 +40,20 @@ class TriggerActionIn(Body):
 class TriggerCreate(Body):
     """A trigger: `cron` (with an optional `timezone`) or `every`, and what each run holds."""
 
-    name: Name
+    name: Name = Field(description="The trigger's name.")
     cron: str | None = _CRON
     timezone: str | None = _TIMEZONE
     every: str | float | None = _EVERY
-    queue: str = DEFAULT_QUEUE
-    actions: list[TriggerActionIn] = Field(min_length=1, max_length=MAX_TRIGGER_ACTIONS)
+    queue: str = Field(default=DEFAULT_QUEUE, description="The queue each firing's run goes to.")
+    actions: list[TriggerActionIn] = Field(
+        min_length=1,
+        max_length=MAX_TRIGGER_ACTIONS,
+        description="The actions of each firing's run.",
+    )
     catch_up: CatchUp = Field(
         default=CatchUp.ONE, description="times missed while the service was down: one run, or none"
     )
-    paused: bool = False
+    paused: bool = Field(default=False, description="Create it paused: it fires only once resumed.")
 
     def to_trigger(self) -> Trigger:
         data = self.model_dump(exclude_none=True, exclude={"cron", "timezone", "every"})
@@ -57,11 +68,17 @@ class TriggerUpdate(Body):
     cron: str | None = _CRON
     timezone: str | None = _TIMEZONE
     every: str | float | None = _EVERY
-    queue: str | None = None
+    queue: str | None = Field(default=None, description="A new queue for the next runs.")
     actions: list[TriggerActionIn] | None = Field(
-        default=None, min_length=1, max_length=MAX_TRIGGER_ACTIONS
+        default=None,
+        min_length=1,
+        max_length=MAX_TRIGGER_ACTIONS,
+        description="New actions, replacing all of them.",
     )
-    catch_up: CatchUp | None = None
+    catch_up: CatchUp | None = Field(
+        default=None,
+        description="What times missed while the service was down get: one run, or none.",
+    )
 
     def apply(self, current: Trigger) -> Trigger:
         data: dict[str, Any] = current.model_dump()
@@ -76,12 +93,12 @@ class TriggerUpdate(Body):
 
 
 class FiringPublic(BaseModel):
-    scheduled_for: Timestamp
-    fired_at: Timestamp
-    outcome: FiringOutcome
+    scheduled_for: Timestamp = Field(description="The scheduled time it fired for.")
+    fired_at: Timestamp = Field(description="When it fired.")
+    outcome: FiringOutcome = Field(description="What came of it.")
     run: str | None = Field(description="the run the firing submitted")
     missed: int = Field(description="scheduled times passed while the service was down")
-    message: str
+    message: str = Field(description="The firing in words.")
 
     @classmethod
     def of(cls, firing: Firing) -> FiringPublic:
@@ -96,16 +113,18 @@ class FiringPublic(BaseModel):
 
 
 class TriggerPublic(BaseModel):
-    name: str
-    cron: str | None
-    timezone: str | None
-    every: Duration | None
+    name: str = Field(description="The trigger's name.")
+    cron: str | None = Field(description="Its cron expression; null for a fixed rate.")
+    timezone: str | None = Field(description="The cron expression's time zone; null: UTC.")
+    every: Duration | None = Field(description="Its fixed rate; null for cron.")
     schedule: str = Field(description="the schedule in words")
-    queue: str
-    actions: list[TriggerAction]
-    catch_up: CatchUp
+    queue: str = Field(description="The queue each run goes to.")
+    actions: list[TriggerAction] = Field(description="The actions of each run.")
+    catch_up: CatchUp = Field(
+        description="What times missed while the service was down get: one run, or none."
+    )
     state: str = Field(description="active or paused")
-    created_at: Timestamp
+    created_at: Timestamp = Field(description="When it was created; a fixed rate counts from it.")
     next_due: Timestamp | None = Field(description="the next scheduled time; none while paused")
     history: list[FiringPublic] = Field(description="newest first")
 

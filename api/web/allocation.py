@@ -8,18 +8,18 @@ from models.snapshot import Container, Placement, Snapshot
 
 
 class NodeAllocation(BaseModel):
-    node: int
-    accelerators_used: int
+    node: int = Field(description="The node's index in its pool, from 0.")
+    accelerators_used: int = Field(description="Devices of the node that placed work holds.")
     actions: list[str] = Field(description="actions and environments placed on the node")
 
 
 class PoolAllocation(BaseModel):
-    cluster: str
-    node_pool: str
-    accelerator: str | None
-    accelerators_per_node: int
-    nodes: int
-    max_nodes: int
+    cluster: str = Field(description="The cluster.")
+    node_pool: str = Field(description="The node pool.")
+    accelerator: str | None = Field(description="The device each node carries; null: none.")
+    accelerators_per_node: int = Field(description="Devices on each node.")
+    nodes: int = Field(description="Nodes up now.")
+    max_nodes: int = Field(description="Nodes at full scale.")
     per_node: list[NodeAllocation] = Field(description="every node up to full scale")
 
 

@@ -24,7 +24,7 @@ from fastapi.openapi.docs import (
 )
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from api.auth import Role
 from api.deps import PrincipalDep, StoreDep
@@ -154,9 +154,9 @@ def _local_only(page: HTMLResponse) -> HTMLResponse:
 class Caller(BaseModel):
     """Who the token is, so the page shows admin controls to admins only."""
 
-    name: str
-    role: Role
-    queues: list[str]
+    name: str = Field(description="The token's name.")
+    role: Role = Field(description="What the token may do.")
+    queues: list[str] = Field(description="The queues a submitter's token may submit to.")
 
 
 @data_router.get("/whoami")

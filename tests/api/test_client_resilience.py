@@ -10,7 +10,21 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from api.client import Action, Queue, RetryTransport, SluiceClient
+from api.calls import (
+    ActionFilter,
+    Actions,
+    JobQueueChanges,
+    JobQueues,
+    JobQueueSettings,
+    JobSubmission,
+    Queues,
+    QueueSettings,
+    QuotaShares,
+    ShareChanges,
+    ShareOptions,
+    Submission,
+)
+from api.client import Action, Job, JobQueue, Queue, QuotaShare, RetryTransport, SluiceClient
 from models.errors import ResourceExhausted, Unavailable
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -130,7 +144,23 @@ def test_path_segments_are_url_encoded() -> None:
 
 
 def test_submit_has_an_explicit_signature() -> None:
-    """Issue 17: "`Action.submit(**spec)` hides its parameters: give it an explicit signature"."""
+    """Issue 17: "`Action.submit(**spec)` hides its parameters: give it an explicit signature".
+    The keywords are written once (a TypedDict that mypy and editors read); `help()` and
+    `inspect` list each of them too, on every surface that takes them."""
     parameters = inspect.signature(Action.submit).parameters
     assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     assert set(inspect.signature(Action.spec).parameters) | {"client"} == set(parameters)
+    assert set(Submission.__annotations__) | {"client"} == set(parameters)
+    surfaces = {
+        Queue.create: QueueSettings, Queues.update: QueueSettings, Action.page: ActionFilter,
+        Actions.page: ActionFilter, Job.submit: JobSubmission, JobQueue.create: JobQueueSettings,
+        JobQueues.update: JobQueueChanges, QuotaShare.put: ShareOptions,
+        QuotaShares.update: ShareChanges,
+    }  # fmt: skip
+    for function, fields in surfaces.items():
+        parameters = inspect.signature(function).parameters
+        assert set(fields.__annotations__) <= set(parameters), function
+        assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    required = inspect.signature(Job.submit).parameters
+    assert required["share"].default is inspect.Parameter.empty
+    assert required["count"].default is None

@@ -18,10 +18,31 @@ import pytest
 from mypy import api as mypy_api
 
 from api.async_client import AsyncRetryTransport, AsyncSluiceClient
-from api.calls import Actions, Jobs, Queues
+from api.calls import (
+    Actions,
+    Clusters,
+    Environments,
+    JobQueues,
+    Jobs,
+    Organization,
+    Queues,
+    QuotaShares,
+    SchedulingPolicies,
+    ServiceEnvironments,
+)
 from api.schemas.actions import ActionPublic
+from api.schemas.environments import EnvironmentPublic
+from api.schemas.job_queues import JobQueuePublic
 from api.schemas.queues import QueuePublic
-from models.errors import NotFound, ResourceExhausted, Unavailable
+from models.errors import (
+    FailedPrecondition,
+    MaxQueuedTimeExceededError,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+)
+from models.quota import SchedulingPolicy, ServiceEnvironment
+from models.snapshot import Cluster, Settings
 from tests.support.service import Service
 
 ROOT = Path(__file__).parents[2]
@@ -68,6 +89,63 @@ def test_the_async_client_has_the_same_surface(svc: Service) -> None:
     queue, page, events = asyncio.run(run())
     assert queue.depth == 5 and [a.id for a in page] == ["b1"]
     assert [event.waiting for event in events] == [1]
+
+
+WEST = {"name": "west", "node_pools": [{"name": "cpu", "node": {"cpu": "8", "memory": "32Gi"},
+                                         "nodes": 2}]}  # fmt: skip
+
+
+def test_configuration_has_typed_calls_too(svc: Service) -> None:
+    """The fleet's configuration (clusters, settings, reusable environments), scheduling
+    policies, service environments, job queues and their quota shares are `Call`s too, so
+    both clients send them and return the server's models, not dicts."""
+    client = svc.client()
+    cluster: Cluster = client.send(Clusters.put(WEST))
+    assert [(p.name, p.nodes) for p in cluster.node_pools] == [("cpu", 2)]
+    assert "west" in {c.name for c in client.send(Clusters.list())}
+    settings: Settings = client.send(Organization.put_settings({"default_gpu_type": "H100"}))
+    assert client.send(Organization.settings()) == settings
+    client.send(Queues.create("warm-q"))
+    warm: EnvironmentPublic = client.send(
+        Environments.put({"name": "warm", "queue": "warm-q", "resources": {"cpu": "1"}})
+    )
+    assert (warm.queue, warm.running, client.send(Environments.get("warm")).replicas) == (
+        "warm-q", False, 1)  # fmt: skip
+    policy: SchedulingPolicy = client.send(SchedulingPolicies.put("fifo"))
+    assert policy.quota_share_policy is not None
+    capacity: ServiceEnvironment = client.send(ServiceEnvironments.put("g5", {"ml.g5.xlarge": 3}))
+    assert capacity.capacity_limits == {"ml.g5.xlarge": 3}
+    share = QuotaShares.spec("a", {"ml.g5.xlarge": 1}, "LEND_AND_BORROW", borrow_limit=100)
+    created: JobQueuePublic = client.send(
+        JobQueues.create(
+            "training", scheduling_policy="fifo", service_environment="g5", quota_shares=[share]
+        )
+    )
+    assert (created.status.value, created.shares[0].borrow_limit) == ("VALID", 100)
+    two = client.send(QuotaShares.put("training", "b", {"ml.g5.xlarge": 1}, "RESERVE"))
+    assert [s.name for s in two.shares] == ["a", "b"]
+    lifted = client.send(QuotaShares.update("training", "a", clear_borrow_limit=True))
+    assert lifted.shares[0].borrow_limit is None
+    assert client.send(QuotaShares.delete("training", "b")) is None
+    assert client.send(JobQueues.update("training", state="DISABLED")).state.value == "DISABLED"
+    with pytest.raises(FailedPrecondition):
+        client.send(SchedulingPolicies.delete("fifo"))  # training uses it
+    client.send(JobQueues.delete("training"))
+    client.send(SchedulingPolicies.delete("fifo"))
+    with pytest.raises(NotFound):
+        client.send(SchedulingPolicies.get("fifo"))
+    # A name is one path segment, however it is spelt.
+    with pytest.raises(NotFound):
+        client.send(ServiceEnvironments.get("g5/../g5"))
+
+    async def run() -> list[ServiceEnvironment]:
+        transport = httpx.ASGITransport(app=svc.app)
+        http = httpx.AsyncClient(transport=transport, base_url="http://testserver")
+        async with AsyncSluiceClient("http://testserver", http=http) as aclient:
+            await aclient.send(ServiceEnvironments.put("g6", {"ml.g5.xlarge": 1}))
+            return await aclient.send(ServiceEnvironments.list())
+
+    assert [e.name for e in asyncio.run(run())] == ["g5", "g6"]
 
 
 def _async_client(handler: httpx.MockTransport, sleeps: list[float]) -> AsyncSluiceClient:
@@ -147,6 +225,54 @@ def test_async_watch_reconnects_with_last_event_id() -> None:
 
     assert asyncio.run(run()) == [8, 9]
     assert seen == [(None, "2"), ("8", "1")]
+
+
+class _AfterEachTick(httpx.AsyncByteStream):
+    """A queue's watch stream: an event after each of `ticks` ticks of the service, then
+    none (no tick comes)."""
+
+    def __init__(self, svc: Service, ticks: int) -> None:
+        self.svc, self.ticks = svc, ticks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for tick in range(self.ticks):
+            self.svc.tick()
+            yield f"event: queue\nid: {tick}\ndata: {{}}\n\n".encode()
+        await asyncio.sleep(3600)
+
+
+def test_async_wait_follows_the_queue_stream(svc: Service) -> None:
+    """ "`Action.wait` follows the stream instead of polling every 0.5 s", on the async
+    client too: each action is read once, then again after each tick its queue's stream
+    reports; a failed one raises its code's error, and `timeout_s` bounds a wait that no
+    tick ends."""
+    client = svc.client()
+    client.send(Queues.create("capped", max_resources={"cpu": "1"}))
+    for action_id, limit in (("hog", None), ("late", "0.1s"), ("stuck", None)):
+        client.send(Actions.submit(queue="capped", id=action_id, resources={"cpu": "1"},
+                                   max_queued_time=limit))  # fmt: skip
+    reads: list[str] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        reads.append(request.url.path)
+        if request.url.path.startswith("/watch/"):
+            return httpx.Response(200, stream=_AfterEachTick(svc, ticks=1))
+        answer = svc.http.request(request.method, request.url.path)
+        return httpx.Response(answer.status_code, content=answer.content, headers=answer.headers)
+
+    async def run() -> ActionPublic:
+        aclient = _async_client(httpx.MockTransport(server), [])
+        hog = await aclient.wait_action("hog")
+        await asyncio.sleep(0.2)  # past late's max_queued_time
+        with pytest.raises(MaxQueuedTimeExceededError):
+            await aclient.wait_action("late")
+        with pytest.raises(Unavailable, match=r"still queued after 0\.2 s"):
+            await aclient.wait_action("stuck", timeout_s=0.2)
+        return hog
+
+    assert asyncio.run(run()).state.value == "scheduled"
+    follow = ["/actions/{0}", "/watch/queues/capped", "/actions/{0}"]  # then, after one tick
+    assert reads == [read.format(a) for a in ("hog", "late", "stuck") for read in follow]
 
 
 @pytest.mark.slow
