@@ -37,6 +37,11 @@ class TickOptions:
     # by default, so the answer depends only on counted work; a tick it cuts says so in
     # `solver.wall_guard_hit`.
     wall_guard_s: float | None = None
+    # The first-fit baseline instead of the engine's answer: one walk of the line, each
+    # container on the first node with room, nothing reconsidered and no model checks (what
+    # a sequential admission system admits). For comparisons (`sluice replay --first-fit`);
+    # the service never ticks so.
+    first_fit: bool = False
 
 
 def tick(snapshot: Snapshot, options: TickOptions | None = None) -> TickResult:
@@ -77,13 +82,16 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> tuple[TickResult, TickSta
     failures = fail_fast(problem)
     deep = over_depth(problem, failures)
     lap("fail_fast")
-    plan = Plan(problem)
+    plan = Plan(problem, first_fit=options.first_fit)
     outcome = best_fit_pass(problem, plan, failures, deep)
     lap("best_fit")
     guard = None if options.wall_guard_s is None else started + options.wall_guard_s
     budget = ModelCheckBudget(options.time_limit_s, options.seed, guard)
     decider = Decider(problem, failures, deep, budget)
-    plan, refusals = decider.run(plan, outcome)
+    if options.first_fit:
+        refusals = outcome.refusals
+    else:
+        plan, refusals = decider.run(plan, outcome)
     cut_short = budget.limit_hit or budget.wall_guard_hit
     if cut_short and _gpus(problem, plan) < _gpu_ceiling(problem):
         # An answer cut short by the limit must still be no worse than plain first-fit: fewer
