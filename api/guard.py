@@ -16,7 +16,7 @@ from api.errors import error_response
 from models.errors import RequestTooLarge, SluiceError
 
 OPEN_PATHS = frozenset(
-    {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/"}
+    {"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/"}
 )
 """Probes, the API's own documentation and the dashboard's front page need no token."""
 OPEN_PREFIX = "/ui/"

@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 from collections.abc import Callable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pebble import ProcessExpired, ProcessPool
 
@@ -38,6 +39,10 @@ class Solves(Protocol):
     replaced: int  # workers replaced after a crash or a timeout (0 for threads)
     copies: bool  # whether arguments and answers are copied into another process
 
+    @property
+    def ready(self) -> bool:
+        """Whether a worker has answered a call (and so has imported the solver)."""
+
     async def run(self, fn: Callable[..., T], *args: object) -> T: ...
 
     def warm(self, fn: Callable[[], object]) -> None:
@@ -51,6 +56,7 @@ class ThreadSolves:
 
     replaced = 0
     copies = False
+    ready = True  # this process imported the solver already
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.to_thread(fn, *args)
@@ -71,10 +77,20 @@ class ProcessSolves:
         self.name = name
         self.timeout_s = timeout_s
         self.replaced = 0
+        self._answered = False
         self._pool = ProcessPool(max_workers=1, context=multiprocessing.get_context("spawn"))
+
+    @property
+    def ready(self) -> bool:
+        return self._answered
+
+    def _answer(self, future: Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self._answered = True
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         future = self._pool.schedule(fn, args=args, timeout=self.timeout_s)
+        future.add_done_callback(self._answer)
         try:
             return await asyncio.wrap_future(future)
         except ProcessExpired as error:
@@ -91,7 +107,7 @@ class ProcessSolves:
             ) from None
 
     def warm(self, fn: Callable[[], object]) -> None:
-        self._pool.schedule(fn, timeout=self.timeout_s)
+        self._pool.schedule(fn, timeout=self.timeout_s).add_done_callback(self._answer)
 
     def close(self) -> None:
         self._pool.stop()

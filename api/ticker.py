@@ -10,14 +10,16 @@ failure, and the next tick re-plans. A worker that dies or overruns fails its ti
 the next tick runs in a new worker.
 
 Only the replica that holds the leader lease ticks (api.leader); the others follow: they
-read the last tick any leader wrote back from the database, so their watchers and views
-see every tick too.
+read the last tick any leader wrote back from the database (its result, its blocked heads'
+explanations, the actions it failed at their deadline, and its forecasts once made), so their
+watchers and views see every tick, and show what the leader shows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -26,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from api.leader import Leadership
 from api.solver_process import Solves, ThreadSolves
-from api.store.records import AppliedTick, LeaseLost, SnapshotOvertaken, Store
+from api.store.records import AppliedTick, LeaseLost, SnapshotOvertaken, Store, TickViews
 from api.tick_work import (
     ForecastFn,
     Forecasting,
@@ -101,6 +103,7 @@ class TickLoop:
         # The last tick's explanations of blocked strict_fifo heads, by queue name.
         self.head_explanations: dict[str, Explanation] = {}
         self.forecasts: dict[str, StartForecast] = {}  # the last tick's, by waiting action id
+        self._forecasts_of = 0  # the tick whose forecasts those are (older: carried over)
         # Scheduled or running actions the last tick failed at their deadline, by queue (the
         # watch streams tell their executors to stop them); ids expired by a tick that was
         # not written back wait for the next one that is.
@@ -145,17 +148,20 @@ class TickLoop:
 
     async def follow(self) -> None:
         """Take the last tick from the database if it is newer than the one shown, and wake
-        the watchers."""
+        the watchers; then its forecasts, once its leader has stored them."""
         try:
             last = await asyncio.to_thread(self.store.last_tick, self.stats.last_number)
+            if last.number > self.stats.last_number and last.result is not None:
+                self.stats.last_finished_at = last.finished_at
+                await self._show(last.result, last.number, last.views)
+                self._read_ahead()
+            shown = self.stats.last_number
+            if shown and self._forecasts_of != shown:
+                forecasts = await asyncio.to_thread(self.store.tick_forecasts, shown)
+                if forecasts is not None and self.stats.last_number == shown:
+                    self.forecasts, self._forecasts_of = forecasts, shown
         except SluiceError as error:
             log.warning("could not read the last tick: %s", error.message)
-            return
-        if last.number <= self.stats.last_number or last.result is None:
-            return
-        self.stats.last_finished_at = last.finished_at
-        await self._show(last.result, last.number)
-        self._read_ahead()
 
     def _read_ahead(self) -> None:
         """On a follower, once per tick the leader writes back: the worker reads the snapshot
@@ -172,11 +178,16 @@ class TickLoop:
         except Exception as error:  # only a warm-up: the next tick reads what it needs
             log.warning("reading ahead failed: %s", error)
 
-    async def _show(self, result: TickResult, number: int) -> None:
-        """Make `result` the tick views and metrics show, and wake the watchers."""
+    async def _show(self, result: TickResult, number: int, views: TickViews) -> None:
+        """Make `result` the tick views and metrics show, and wake the watchers. Until its
+        forecasts are made (or read), those of the last tick for the actions still waiting."""
         async with self._ticked:
             self.last_result = result
             self.waiting = {entry.action: entry for entry in result.waiting}
+            self.head_explanations = views.head_explanations
+            self.deadline_exceeded = views.deadline_exceeded
+            kept = self.forecasts.items()
+            self.forecasts = {id_: ahead for id_, ahead in kept if id_ in self.waiting}
             self.stats.last_number = number
             self._ticked.notify_all()
 
@@ -232,7 +243,7 @@ class TickLoop:
                 )
                 return None
             recorded = await self._record(solved, applied, phases, started)
-            await self._forecast()
+            await self._forecast(applied.number)
             return recorded
 
     async def _record(
@@ -249,14 +260,10 @@ class TickLoop:
         self.stats.last_error = None
         self.stats.worker_pid = solved.worker_pid
         self.stats.workers_replaced = self.solves.replaced
-        self.head_explanations = solved.head_explanations
-        # Until this tick's forecasts are made (after it, `_forecast`), the last ones of the
-        # actions it left waiting.
-        kept = self.forecasts.items()
-        self.forecasts = {id_: ahead for id_, ahead in kept if id_ in self.waiting}
-        self.deadline_exceeded, self._expired = self._expired, {}
+        views = TickViews(solved.head_explanations, self._expired)
+        self._expired = {}
         self.stats.ticks += 1
-        await self._show(result, applied.number)
+        await self._show(result, applied.number, views)
         for listener in self.on_tick:
             listener(self.stats)
         log.debug(
@@ -316,8 +323,11 @@ class TickLoop:
             rejected = await asyncio.to_thread(self.store.fail_unreadable, answer.unreadable, now)
         self.stats.rejected_actions += rejected
         returned = time.perf_counter()
+        views = TickViews(solved.head_explanations, self._expired)
         applied = await asyncio.to_thread(
-            self.store.apply_tick, solved.result, generation, epoch=epoch
+            functools.partial(self.store.apply_tick, epoch=epoch, views=views),
+            solved.result,
+            generation,
         )
         phases = {
             "snapshot": read_s,
@@ -328,10 +338,11 @@ class TickLoop:
         }
         return solved, applied, phases
 
-    async def _forecast(self) -> None:
-        """After a written-back tick: when each action it left waiting should start, made in
-        the process that solved it (which kept its snapshot), with the run times learned
-        from finished work read here. A failure leaves the actions without forecasts."""
+    async def _forecast(self, number: int) -> None:
+        """After written-back tick `number`: when each action it left waiting should start,
+        made in the process that solved it (which kept its snapshot), with the run times
+        learned from finished work read here, then stored with the tick for the followers.
+        A failure leaves the actions without forecasts."""
         if self.forecast_fn is None or self._keep_as is None:
             return
         started = time.perf_counter()
@@ -344,6 +355,11 @@ class TickLoop:
         except Exception:  # the tick's decisions stand whatever happens here
             log.exception("forecast failed; waiting actions show none this tick")
             self.forecasts = {}
+        self._forecasts_of = number
+        try:
+            await asyncio.to_thread(self.store.record_forecasts, number, self.forecasts)
+        except SluiceError as error:  # followers show the last tick's meanwhile
+            log.warning("could not store the forecasts: %s", error.message)
         self.stats.phases_s["forecast"] = time.perf_counter() - started
 
     async def wait_for_tick(self, after: int) -> int:

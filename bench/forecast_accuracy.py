@@ -31,16 +31,15 @@ from datetime import datetime, timedelta
 
 import click
 
-from fixtures.generators.alibaba import replay_fleet, replay_trace
+from fixtures.generators.alibaba import replay_fleet, replay_trace, shrunk_fleet, trace_window
 from models.forecast import FinishedRun, LearnedDurations
 from models.result import TickResult
-from models.snapshot import Action, Snapshot
+from models.snapshot import Action
 from models.trace import TraceRow
 from solver.replay.forecast import ForecastBudget, forecast_waiting
 from solver.replay.simulate import ReplayOptions, Simulation, replay
 from solver.tick import TickOptions
 
-DAY_S = 86_400.0
 MODES = ("given", "learned")
 
 
@@ -98,32 +97,6 @@ class _Sampler:
         )
 
 
-def _window(
-    rows: list[TraceRow], first_day: float, days: float, density: float
-) -> dict[str, TraceRow]:
-    """Rows submitted in the window, their submit times counted from its start and divided by
-    `density` (so `days` of arrivals come `density` times as fast); durations unchanged."""
-    start, end = first_day * DAY_S, (first_day + days) * DAY_S
-    kept = [row for row in rows if row.submit_s is not None and start <= row.submit_s < end]
-    return {
-        row.id: row.model_copy(update={"submit_s": (row.submit_s - start) / density})
-        for row in kept
-        if row.submit_s is not None
-    }
-
-
-def _shrunk(fleet: Snapshot, fraction: float) -> Snapshot:
-    """Every node pool at `fraction` of its nodes (at least one), so work queues."""
-    clusters = []
-    for cluster in fleet.clusters:
-        pools = []
-        for pool in cluster.node_pools:
-            nodes = max(1, round(pool.nodes * fraction))
-            pools.append(pool.model_copy(update={"nodes": nodes, "max_nodes": None}))
-        clusters.append(cluster.model_copy(update={"node_pools": pools}))
-    return fleet.model_copy(update={"clusters": clusters})
-
-
 def _error_line(
     mode: str, estimates: dict[str, datetime | None], started: dict[str, datetime], end: datetime
 ) -> str:
@@ -178,8 +151,8 @@ def main(
     samples: int,
     time_limit: float,
 ) -> None:
-    fleet = _shrunk(replay_fleet(), nodes_fraction)
-    rows = _window(replay_trace(), first_day, days, density)
+    fleet = shrunk_fleet(replay_fleet(), nodes_fraction)
+    rows = {row.id: row for row in trace_window(replay_trace(), first_day, days, density)}
     budget = ForecastBudget(period_s=60.0)
     sampler = _Sampler(rows, budget, every, samples)
     options = ReplayOptions(

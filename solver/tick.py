@@ -20,6 +20,7 @@ from solver.placement.decode import decode
 from solver.placement.failfast import fail_fast
 from solver.placement.plan import Plan
 from solver.placement.problem import GPU_DIM, Problem, compile_snapshot
+from solver.placement.resume import TickState
 from solver.quota.tick import QuotaOptions, quota_tick
 
 
@@ -36,10 +37,23 @@ class TickOptions:
     # by default, so the answer depends only on counted work; a tick it cuts says so in
     # `solver.wall_guard_hit`.
     wall_guard_s: float | None = None
+    # The first-fit baseline instead of the engine's answer: one walk of the line, each
+    # container on the first node with room, nothing reconsidered and no model checks (what
+    # a sequential admission system admits). For comparisons (`sluice replay --first-fit`);
+    # the service never ticks so.
+    first_fit: bool = False
 
 
 def tick(snapshot: Snapshot, options: TickOptions | None = None) -> TickResult:
     """Decide one tick: which pending actions run now, where, and why the others do not."""
+    return tick_with_state(snapshot, options)[0]
+
+
+def tick_with_state(
+    snapshot: Snapshot, options: TickOptions | None = None
+) -> tuple[TickResult, TickState]:
+    """The tick, and its compiled problem and decisions to resume from
+    (solver.placement.resume: explanations prove their suggestions that way)."""
     # A tick makes many short-lived objects and no cycles worth collecting; without this the
     # collector walks the snapshot's large object graph again and again (measured: up to 15%
     # of a 10,000-action tick).
@@ -52,7 +66,7 @@ def tick(snapshot: Snapshot, options: TickOptions | None = None) -> TickResult:
             gc.enable()
 
 
-def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
+def _tick(snapshot: Snapshot, options: TickOptions) -> tuple[TickResult, TickState]:
     started = time.perf_counter()
     phases: dict[str, float] = {}
     mark = started
@@ -68,13 +82,16 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
     failures = fail_fast(problem)
     deep = over_depth(problem, failures)
     lap("fail_fast")
-    plan = Plan(problem)
+    plan = Plan(problem, first_fit=options.first_fit)
     outcome = best_fit_pass(problem, plan, failures, deep)
     lap("best_fit")
     guard = None if options.wall_guard_s is None else started + options.wall_guard_s
     budget = ModelCheckBudget(options.time_limit_s, options.seed, guard)
     decider = Decider(problem, failures, deep, budget)
-    plan, refusals = decider.run(plan, outcome)
+    if options.first_fit:
+        refusals = outcome.refusals
+    else:
+        plan, refusals = decider.run(plan, outcome)
     cut_short = budget.limit_hit or budget.wall_guard_hit
     if cut_short and _gpus(problem, plan) < _gpu_ceiling(problem):
         # An answer cut short by the limit must still be no worse than plain first-fit: fewer
@@ -122,7 +139,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
         rejected_actions=sum(problem.unrepresentable(a) is not None for a in problem.actions),
         skipped_pools=problem.skipped_pools,
     )
-    return TickResult(
+    result = TickResult(
         now=problem.now,
         scheduled=decisions.scheduled,
         environments_started=decisions.environments_started,
@@ -132,6 +149,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
         quota=quota,
         solver=solver,
     )
+    return result, TickState(problem, failures, plan, refusals)
 
 
 def _gpus(problem: Problem, plan: Plan) -> int:

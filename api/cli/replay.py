@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -23,6 +24,8 @@ from models.fields import parse_duration
 
 BASELINE = "baseline"
 VARIANT = "variant"
+MAX_TRACE_DAYS = 366.0  # the openb trace spans 149 days
+MAX_DENSITY = 10_000.0
 REPORT_INSTALL = "pip install 'sluice[report]'  (or, in a checkout: pip install -e '.[report]')"
 
 
@@ -76,10 +79,16 @@ def replay_group() -> None:
     help="Lose capacity as `sluice whatif --drop` does: `cluster NAME` or `node_pool C/P`.",
 )
 @click.option(
+    "--first-fit",
+    is_flag=True,
+    help="Tick with the first-fit baseline instead of the engine: each container on the first"
+    " node with room, in one walk of the line, nothing reconsidered.",
+)
+@click.option(
     "--compare",
     is_flag=True,
-    help="Replay the fleet as given and as changed by --set/--drop, side by side: DIR/baseline/"
-    " and DIR/variant/ tables, both summaries and one report.",
+    help="Replay the fleet as given and as changed by --set/--drop/--first-fit, side by side:"
+    " DIR/baseline/ and DIR/variant/ tables, both summaries and one report.",
 )
 @TIME_LIMIT
 @click.option("--report", is_flag=True, help="Also draw report.png (needs the `report` extra).")
@@ -97,6 +106,7 @@ def replay_command(
     until: str | None,
     sets: tuple[str, ...],
     drops: tuple[tuple[str, str], ...],
+    first_fit: bool,
     compare: bool,
     time_limit: float,
     report: bool,
@@ -111,8 +121,10 @@ def replay_command(
     from solver.whatif.compare import apply_changes, load_snapshot, parse_changes
 
     _check_free(out)
-    if compare and not (sets or drops):
-        raise InvalidInput("--compare needs at least one --set or --drop", field="compare")
+    if compare and not (sets or drops or first_fit):
+        raise InvalidInput(
+            "--compare needs at least one --set, --drop or --first-fit", field="compare"
+        )
     if report:
         _require_matplotlib()
     period_s = _seconds(period, "--period") or 0.0
@@ -124,29 +136,31 @@ def replay_command(
         until_s=_seconds(until, "--until"),
         tick=TickOptions(time_limit_s=time_limit),
     )
+    changed_options = replace(options, tick=replace(options.tick, first_fit=first_fit))
     rows = read_trace(trace)
     start = load_snapshot(fleet)
     changes = parse_changes(sets, drops)
-    variants = {BASELINE: start} if compare or not changes else {}
-    if changes:
-        variants[VARIANT if compare else BASELINE] = apply_changes(start, changes)
-    for snapshot in variants.values():
+    variants = {BASELINE: (start, options)} if compare or not (changes or first_fit) else {}
+    if changes or first_fit:
+        changed = apply_changes(start, changes) if changes else start
+        variants[VARIANT if compare else BASELINE] = (changed, changed_options)
+    for snapshot, _ in variants.values():
         check_against_fleet(snapshot, rows)  # before the progress bar: a refusal is all output
     results = {}
-    for name, snapshot in variants.items():
+    for name, (snapshot, replay_options) in variants.items():
         label = f"replaying {name}" if len(variants) > 1 else "replaying"
         with click.progressbar(length=1000, label=label, file=sys.stderr) as bar:
 
             def advance(fraction: float) -> None:
                 bar.update(int(fraction * 1000) - bar.pos)
 
-            results[name] = replay(snapshot, rows, options, advance)
+            results[name] = replay(snapshot, rows, replay_options, advance)
+    described = "; ".join([change.text for change in changes] + ["first-fit"] * first_fit)
     summaries = {name: summarize(result) for name, result in results.items()}
     texts = {name: summary_text(summary) for name, summary in summaries.items()}
     if len(results) > 1:
-        changed = "; ".join(change.text for change in changes)
         text = "".join(
-            f"== {name}{f' ({changed})' if name == VARIANT else ''}\n{body}\n"
+            f"== {name}{f' ({described})' if name == VARIANT else ''}\n{body}\n"
             for name, body in texts.items()
         )
     else:
@@ -165,7 +179,12 @@ def replay_command(
             from solver.replay.picture import draw_report
 
             title = f"sluice replay {trace.name} on {fleet.name}"
-            draw_report(results, title, target / "report.png")
+            if described and not compare:
+                title += f" ({described})"
+            as_given = "Sluice's engine" if first_fit else "the fleet as given"
+            labels = {BASELINE: f"baseline: {as_given}", VARIANT: f"variant: {described}"}
+            named = {labels[name]: result for name, result in results.items()}
+            draw_report(named, title, target / "report.png")
     click.echo(text, nl=False)
 
 
@@ -195,21 +214,56 @@ def _require_matplotlib() -> None:
     type=click.Path(path_type=Path),
     help="Also write the trace's fleet and queues as an Arrow snapshot directory (--fleet).",
 )
-def convert_alibaba(out: Path, fleet_out: Path | None) -> None:
+@click.option(
+    "--first-day",
+    type=click.FloatRange(min=0, max=MAX_TRACE_DAYS),
+    default=0,
+    show_default=True,
+    help="Keep the pods created from this day of the trace on; the trace starts there.",
+)
+@click.option(
+    "--days",
+    type=click.FloatRange(min=0, min_open=True, max=MAX_TRACE_DAYS),
+    help="Keep this many days of pods from --first-day (default: to the end).",
+)
+@click.option(
+    "--density",
+    type=click.FloatRange(min=0, min_open=True, max=MAX_DENSITY),
+    default=1,
+    show_default=True,
+    help="Arrivals this many times as fast (submit times divided by it; run times kept).",
+)
+@click.option(
+    "--nodes-fraction",
+    type=click.FloatRange(min=0, min_open=True, max=1),
+    default=1,
+    show_default=True,
+    help="The --fleet-out fleet with this share of each pool's nodes (at least one).",
+)
+def convert_alibaba(
+    out: Path,
+    fleet_out: Path | None,
+    first_day: float,
+    days: float | None,
+    density: float,
+    nodes_fraction: float,
+) -> None:
     """The Alibaba GPU trace's openb pods (found as the benchmark finds them: $SLUICE_DATA)."""
-    from fixtures.generators.alibaba import replay_fleet, replay_trace
+    from fixtures.generators.alibaba import replay_fleet, replay_trace, shrunk_fleet, trace_window
     from models.arrow.tables import write_snapshot
     from models.arrow.trace import write_trace
 
     _check_free(out)
     if fleet_out is not None:
         _check_free(fleet_out)
-    rows = replay_trace()
+    rows = trace_window(replay_trace(), first_day, days, density)
+    if not rows:
+        raise InvalidInput(f"no pods created in the window from day {first_day:g}", field="days")
     with staged(out) as target:
         write_trace(rows, target)
     if fleet_out is not None:
         with staged(fleet_out) as target:
-            write_snapshot(replay_fleet(), target)
+            write_snapshot(shrunk_fleet(replay_fleet(), nodes_fraction), target)
     click.echo(f"{len(rows)} actions -> {out}")
 
 

@@ -11,6 +11,7 @@ from prometheus_client.exposition import choose_encoder
 from pydantic import BaseModel, Field
 
 from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.explanation_cache import ActionExplanations
 from api.metrics import ServiceMetrics
 from models.arrow.tables import STREAM_MEDIA_TYPE, write_snapshot_stream
 from models.fields import Timestamp
@@ -53,6 +54,36 @@ def healthz(ticker: TickerDep) -> JSONResponse:
     return JSONResponse(
         health.model_dump(mode="json"), status_code=503 if stats.last_error else 200
     )
+
+
+class Readiness(BaseModel):
+    ready: bool = Field(
+        description="Whether this replica is ready for traffic: its solver workers have started"
+        " and it shows a tick."
+    )
+    workers_ready: bool = Field(
+        description="Whether the tick and explanation workers have answered a first call (a"
+        " worker imports the solver at start, which takes seconds)."
+    )
+    last_tick: int = Field(
+        description="The tick this replica shows (its own, or the last any leader wrote back);"
+        " 0 until it has one."
+    )
+
+
+@router.get("/readyz", responses={503: {"model": Readiness}})
+def readyz(request: Request, ticker: TickerDep) -> JSONResponse:
+    """No token needed. 503 until this replica's solver workers have started and it shows a
+    tick: its own first one, or while another replica leads, the last one any leader wrote
+    back. Once ready it stays ready (a failed tick is /healthz's to say)."""
+    explanations: ActionExplanations = request.app.state.explanations
+    workers = ticker.solves.ready and explanations.solves.ready
+    readiness = Readiness(
+        ready=workers and ticker.stats.last_number > 0,
+        workers_ready=workers,
+        last_tick=ticker.stats.last_number,
+    )
+    return JSONResponse(readiness.model_dump(), status_code=200 if readiness.ready else 503)
 
 
 @router.get(

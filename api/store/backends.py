@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from models.errors import FailedPrecondition, InternalError, Unavailable
+from models.errors import FailedPrecondition, InternalError, InvalidInput, Unavailable
 
 log = logging.getLogger("sluice.store")
 
@@ -176,6 +176,13 @@ def open_backend(target: str, *, reader_only: bool = False) -> Backend:
     `reader_only`: for a process that never writes it (see SqliteBackend)."""
     if is_postgres(target):
         return PostgresBackend(target, reader_only=reader_only)
+    # A URL of another database would otherwise become a strange relative file path.
+    if "://" in target:
+        scheme = urlsplit(target).scheme
+        raise InvalidInput(
+            f"database: {scheme}:// is not a database Sluice runs on; give a postgresql:// URL"
+            " or a SQLite file's path"
+        )
     return SqliteBackend(target, reader_only=reader_only)
 
 

@@ -98,6 +98,12 @@ class SqlDatabase:
         self.path = self._db.shown  # what messages call the database
         self._write_lock = threading.Lock()
 
+    @property
+    def shared(self) -> bool:
+        """Whether other processes may serve this database too (PostgreSQL): what a tick
+        shows is then stored for them. A SQLite file has one server, which keeps it."""
+        return not self._db.exclusive
+
     @contextmanager
     def _write(self) -> Iterator[Conn]:
         """One write transaction, committed (and durable) on success, rolled back on error."""

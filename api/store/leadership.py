@@ -7,26 +7,65 @@ tick's write-back, deadline expiry, idle pools, trigger firings) check in their 
 transaction that their epoch is still the lease's (`check_epoch`), so a replica that was
 paused or cut off past its lease cannot apply anything once another took over.
 
+Where other replicas may read it (`shared`: PostgreSQL), the last tick's row also holds what
+it shows readers: its result, its blocked heads' explanations, the actions it failed at their
+deadline, and (once made, after the write-back) its waiting actions' start forecasts. A SQLite
+file has one server, which keeps all of that in memory: its row holds the number alone.
+
 On SQLite one process holds the file, so it always holds the lease too; the same code
 runs.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from pydantic import TypeAdapter
 
 from api.store.backends import Conn
 from api.store.connection import SqlDatabase, read_time, stored_time
-from api.store.records import LastTick, Lease
+from api.store.records import LastTick, Lease, TickViews
+from models.explanation import Explanation
+from models.forecast import StartForecast
 from models.result import TickResult
 
+_EXPLANATIONS: TypeAdapter[dict[str, Explanation]] = TypeAdapter(dict[str, Explanation])
+_FORECASTS: TypeAdapter[dict[str, StartForecast]] = TypeAdapter(dict[str, StartForecast])
 
-def record_tick(conn: Conn, epoch: int | None, result: TickResult) -> int:
-    """Inside a tick's write-back: keep it as the last tick; returns its number."""
+
+@dataclass(frozen=True)
+class TickRow:
+    """A tick's result and views as JSON, made before its write-back's transaction: on
+    PostgreSQL that transaction holds every replica's write lock."""
+
+    result: str
+    head_explanations: str
+    deadline_exceeded: str
+
+    @classmethod
+    def of(cls, result: TickResult, views: TickViews) -> TickRow:
+        return cls(
+            result=result.model_dump_json(),
+            head_explanations=_EXPLANATIONS.dump_json(views.head_explanations).decode(),
+            deadline_exceeded=json.dumps(views.deadline_exceeded),
+        )
+
+
+def record_tick(conn: Conn, epoch: int | None, row: TickRow | None) -> int:
+    """Inside a tick's write-back: keep it as the last tick (with `row`, which is None where
+    no other process reads it); returns its number. Its forecasts come later."""
     conn.execute(
-        "UPDATE last_tick SET number = number + 1, epoch = ?, finished_at = ?, result = ?"
-        " WHERE id = 1",
-        (epoch or 0, stored_time(datetime.now(UTC)), result.model_dump_json()),
+        "UPDATE last_tick SET number = number + 1, epoch = ?, finished_at = ?, result = ?,"
+        " head_explanations = ?, deadline_exceeded = ?, forecasts = NULL WHERE id = 1",
+        (
+            epoch or 0,
+            stored_time(datetime.now(UTC)),
+            row.result if row else None,
+            row.head_explanations if row else None,
+            row.deadline_exceeded if row else None,
+        ),
     )
     (number,) = conn.execute("SELECT number FROM last_tick WHERE id = 1").fetchone()
     return int(number)
@@ -68,17 +107,45 @@ class SqlLeadership(SqlDatabase):
             )
 
     def last_tick(self, after: int = -1) -> LastTick:
-        """The last tick written back; its result only if its number is past `after` (a
-        caller that has tick `after` already need not parse it again)."""
+        """The last tick written back; its result and views only if its number is past
+        `after` (a caller that has tick `after` already need not parse them again)."""
         with self._read() as conn:
-            number, epoch, finished_at, result = conn.execute(
-                "SELECT number, epoch, finished_at,"
-                " CASE WHEN number > ? THEN result END FROM last_tick WHERE id = 1",
-                (after,),
+            number, epoch, finished_at, result, explanations, expired = conn.execute(
+                "SELECT number, epoch, finished_at, CASE WHEN number > ? THEN result END,"
+                " CASE WHEN number > ? THEN head_explanations END,"
+                " CASE WHEN number > ? THEN deadline_exceeded END FROM last_tick WHERE id = 1",
+                (after, after, after),
             ).fetchone()
+        views = TickViews(
+            head_explanations=_EXPLANATIONS.validate_json(explanations) if explanations else {},
+            deadline_exceeded=json.loads(expired) if expired else {},
+        )
         return LastTick(
             number=number,
             epoch=epoch,
             finished_at=read_time(finished_at),
             result=TickResult.model_validate_json(result) if result else None,
+            views=views,
         )
+
+    def record_forecasts(self, number: int, forecasts: dict[str, StartForecast]) -> None:
+        """Keep tick `number`'s forecasts with it, if it is still the last tick (a forecast
+        made after another leader's newer tick is dropped) and other processes read it."""
+        if not self.shared:
+            return
+        stored = _FORECASTS.dump_json(forecasts).decode()
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE last_tick SET forecasts = ? WHERE id = 1 AND number = ?", (stored, number)
+            )
+
+    def tick_forecasts(self, number: int) -> dict[str, StartForecast] | None:
+        """Tick `number`'s forecasts, once its leader has made them; None before that, or if
+        the last tick is another one by now."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT forecasts FROM last_tick WHERE id = 1 AND number = ?", (number,)
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return _FORECASTS.validate_json(row[0])

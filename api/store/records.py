@@ -14,7 +14,8 @@ from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 from models.errors import ErrorCode, FailedPrecondition
-from models.forecast import FinishedRun
+from models.explanation import Explanation
+from models.forecast import FinishedRun, StartForecast
 from models.quota import (
     Job,
     JobQueue,
@@ -305,13 +306,25 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class TickViews:
+    """What a tick shows readers beside its decisions, written back with them."""
+
+    # Blocked strict_fifo heads' explanations, by queue name.
+    head_explanations: dict[str, Explanation] = field(default_factory=dict)
+    # Scheduled or running actions failed at their deadline before the tick, by queue.
+    deadline_exceeded: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class LastTick:
-    """The last tick any leader wrote back."""
+    """The last tick any leader wrote back. Its result and views are stored only where
+    another process may serve the same database (`Store.shared`)."""
 
     number: int  # ticks written back since the database began (0: none yet)
     epoch: int  # the epoch of the leader that wrote it
     finished_at: datetime | None
     result: TickResult | None
+    views: TickViews = field(default_factory=TickViews)
 
 
 # -- triggers ----------------------------------------------------------------------------------
@@ -476,11 +489,20 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
     def read_tick_input(self, now: datetime) -> TickInput: ...
     def fail_unreadable(self, invalid: dict[str, str], now: datetime) -> int: ...
     def apply_tick(
-        self, result: TickResult, generation: int, *, epoch: int | None = None
+        self,
+        result: TickResult,
+        generation: int,
+        *,
+        epoch: int | None = None,
+        views: TickViews | None = None,
     ) -> AppliedTick: ...
 
+    @property
+    def shared(self) -> bool: ...
     def hold_lease(self, holder: str, epoch: int | None, ttl_s: float) -> Lease: ...
     def release_lease(self, holder: str, epoch: int) -> None: ...
     def last_tick(self, after: int = -1) -> LastTick: ...
+    def record_forecasts(self, number: int, forecasts: dict[str, StartForecast]) -> None: ...
+    def tick_forecasts(self, number: int) -> dict[str, StartForecast] | None: ...
 
     def close(self) -> None: ...

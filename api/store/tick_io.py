@@ -26,8 +26,15 @@ from api.store.connection import (
     stored_time,
 )
 from api.store.job_queues import apply_quota_decisions, read_quota_snapshot
-from api.store.leadership import record_tick
-from api.store.records import AppliedJobs, AppliedTick, Phase, SnapshotOvertaken, TickInput
+from api.store.leadership import TickRow, record_tick
+from api.store.records import (
+    AppliedJobs,
+    AppliedTick,
+    Phase,
+    SnapshotOvertaken,
+    TickInput,
+    TickViews,
+)
 from models.errors import ErrorCode
 from models.result import TickResult
 from models.scenario import validation_message
@@ -243,7 +250,12 @@ class SqlTickIO(SqlDatabase):
         return TickInput(snapshot=snapshot, generation=generation), invalid
 
     def apply_tick(
-        self, result: TickResult, generation: int, *, epoch: int | None = None
+        self,
+        result: TickResult,
+        generation: int,
+        *,
+        epoch: int | None = None,
+        views: TickViews | None = None,
     ) -> AppliedTick:
         """Write a tick's decisions back in one transaction: all of them or none.
 
@@ -264,8 +276,10 @@ class SqlTickIO(SqlDatabase):
 
         Before all that, the tick's leader must still hold the lease at `epoch`
         (api.store.leadership; `LeaseLost` if another replica took it). The tick is kept
-        as the last tick, numbered, in the same transaction.
+        as the last tick, numbered, in the same transaction, with its result and `views`
+        where other replicas read them (`shared`).
         """
+        shown = TickRow.of(result, views or TickViews()) if self.shared else None
         now = stored_time(result.now)
         stale: list[str] = []
         scheduled = failed = started = 0
@@ -327,7 +341,7 @@ class SqlTickIO(SqlDatabase):
                 ],
             )
             jobs = apply_quota_decisions(conn, result.quota) if result.quota else AppliedJobs()
-            number = record_tick(conn, epoch, result)
+            number = record_tick(conn, epoch, shown)
         return AppliedTick(
             number=number,
             scheduled=scheduled,

@@ -536,6 +536,7 @@ REPLAY_TICKS = _result_table(
     _required("cpu_allocated", pa.int64()),
     _required("cpu_capacity", pa.int64()),
     _required("head_blocked", pa.list_(pa.string())),
+    _required("queue_gpus", pa.map_(pa.string(), pa.int64())),
 )
 
 REPLAY_TABLES: dict[str, pa.Schema] = {

@@ -29,7 +29,8 @@ from solver.explain.infeasible import explain_failed, failure_alone
 from solver.explain.replay import Replayer
 from solver.explain.waiting import explain_waiting
 from solver.placement.failfast import Failure
-from solver.tick import TickOptions, tick
+from solver.placement.resume import TickState
+from solver.tick import TickOptions, tick_with_state
 
 
 def explain(
@@ -37,13 +38,16 @@ def explain(
     action_id: str,
     result: TickResult | None = None,
     options: TickOptions | None = None,
+    state: TickState | None = None,
 ) -> Explanation:
+    """`state`: the tick's own that made `result` (solver.tick.tick_with_state), which
+    proofs resume from; without it, it is rebuilt from `result` when a proof needs it."""
     # As in solver.tick: replays make many short-lived objects and no cycles worth
     # collecting, and a collection walks the whole snapshot's object graph each time.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _explain(snapshot, action_id, result, options)
+        return _explain(snapshot, action_id, result, options, state)
     finally:
         if collecting:
             gc.enable()
@@ -54,6 +58,7 @@ def _explain(
     action_id: str,
     result: TickResult | None,
     options: TickOptions | None,
+    state: TickState | None,
 ) -> Explanation:
     action = next((a for a in snapshot.actions if a.id == action_id), None)
     if action is None:
@@ -65,12 +70,12 @@ def _explain(
         return _placed(action, cluster, spots, "runs", snapshot.now)
     options = options or TickOptions()
     if result is None:
-        result = tick(snapshot, options)
+        result, state = tick_with_state(snapshot, options)
     scheduled = next((s for s in result.scheduled if s.action == action_id), None)
     if scheduled is not None:
         spots = [(c.name, c.node_pool, c.node) for c in scheduled.containers]
         return _placed(action, scheduled.cluster, spots, "is scheduled", snapshot.now)
-    replayer = Replayer(snapshot, action_id, result, options)
+    replayer = Replayer(snapshot, action_id, result, options, state)
     failed = next((f for f in result.failed if f.action == action_id), None)
     if failed is not None:
         return explain_failed(snapshot, action, Failure(failed.code, failed.message), replayer)
@@ -79,7 +84,7 @@ def _explain(
         failure = failure_alone(snapshot, action)
         if failure is not None:
             return explain_failed(snapshot, action, failure, replayer)
-    return explain_waiting(snapshot, action_id, result, options)
+    return explain_waiting(snapshot, action_id, result, replayer)
 
 
 def explain_failure(

@@ -320,11 +320,11 @@ def freeze(snapshot: Snapshot, action_id: str, result: TickResult) -> Frozen:
             start = line.env_starts.get(problem.envs[info.env].name)  # type: ignore[index]
             if start is None:
                 continue
-            placement = _plan_placement(start.cluster, start.containers, cluster_index, pool_index)
+            placement = plan_placement(start.cluster, start.containers, cluster_index, pool_index)
         elif plan.items_to_place(info):
             if decision.cluster is None:
                 continue
-            placement = _plan_placement(
+            placement = plan_placement(
                 decision.cluster, decision.containers, cluster_index, pool_index
             )
         plan.admit(info, placement)
@@ -332,7 +332,7 @@ def freeze(snapshot: Snapshot, action_id: str, result: TickResult) -> Frozen:
     return Frozen(line, world, problem, plan, target)
 
 
-def _plan_placement(
+def plan_placement(
     cluster: str,
     containers: list,
     cluster_index: dict[str, int],

@@ -17,7 +17,7 @@ it, and which actions the tick schedules now that the changed tick leaves out (d
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
@@ -35,8 +35,14 @@ from models.snapshot import (
     Snapshot,
 )
 from solver.explain.changes import apply_changes
-from solver.explain.frozen import as_running, global_order, started
+from solver.explain.frozen import as_running, global_order, plan_placement, started
+from solver.explain.patch import Unpatchable, patch, touches
+from solver.placement.best_fit import NO_ROOM
+from solver.placement.decode import room_refusal
+from solver.placement.failfast import Failure, fail_fast
+from solver.placement.plan import Plan, Refusal
 from solver.placement.problem import compile_snapshot
+from solver.placement.resume import TickState, first_touched, resume
 from solver.tick import TickOptions, tick
 
 QUEUE_CHANGES = (ChangeKind.RAISE_CAP, ChangeKind.RAISE_LIMIT, ChangeKind.SWITCH_POLICY)
@@ -78,10 +84,15 @@ class Replayer:
         action_id: str,
         result: TickResult | None,
         options: TickOptions,
+        state: TickState | None = None,
     ) -> None:
         """`result` is the tick of `snapshot` (or an earlier one, as in the service); without
-        one, nothing is known ahead of the action and the whole line is replayed."""
+        one, nothing is known ahead of the action and the whole line is replayed. `state` is
+        that tick's own (solver.tick.tick_with_state); without it, it is rebuilt from
+        `result` the first time a proof needs it."""
         self.snapshot = snapshot
+        self.result = result
+        self.state = state
         self.action_id = action_id
         self.options = options
         scheduled = result.scheduled if result else []
@@ -103,7 +114,63 @@ class Replayer:
         """The replay with the explanation's limit per replay; None past its budget."""
         if not self.within_budget():
             return None
-        return self.replay(changes, min(REPLAY_LIMIT_S, self.options.time_limit_s))
+        limit = min(REPLAY_LIMIT_S, self.options.time_limit_s)
+        try:
+            return self.resumed(changes, limit)
+        except Unpatchable:
+            return self.replay(changes, limit)
+
+    def tick_state(self) -> TickState:
+        if self.state is None:
+            self.state = state_of(self.snapshot, self.result)
+        return self.state
+
+    def resumed(self, changes: list[Change], time_limit_s: float) -> Replayed:
+        """The tick resumed on its own compiled problem with the changes made to it, from
+        the first action they can touch up to this one (solver.placement.resume)."""
+        state = self.tick_state()
+        changed = apply_changes(self.snapshot, self.action_id, changes)
+        patched = patch(state, self.snapshot, changed, self.action_id, changes)
+        self.replays += 1
+        target = next(a.index for a in state.problem.actions if a.id == self.action_id)
+        touched = touches(patched, target)
+        start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
+        undecided = sum(
+            1 for a in state.problem.actions[start:target] if a.id not in self.decided
+        )
+        if undecided >= MOST_REDECIDED:
+            return Replayed(False, False, "", [], [], finished=False)
+        outcome = resume(
+            state,
+            patched.problem,
+            start,
+            target,
+            touched,
+            patched.absent,
+            time_limit_s,
+            self.options.seed,
+            stop_if_displaced=True,
+            compiled=frozenset(patched.actions),
+        )
+        line = outcome.plan.problem
+        action = line.actions[target]
+        failure = outcome.failures.get(target)
+        refusal = outcome.refusals.get(target)
+        if failure is not None:
+            message = failure.message
+        elif refusal is not None and refusal is NO_ROOM:
+            message = room_refusal(line, action, outcome.plan).message
+        else:
+            message = refusal.message if refusal is not None else ""
+        ids = state.problem.actions
+        return Replayed(
+            runs=target in outcome.plan.admitted,
+            failed=failure is not None,
+            message=message,
+            let_in=[ids[i].id for i in outcome.let_in if i != target],
+            displaced=[ids[i].id for i in outcome.displaced],
+            finished=outcome.finished,
+        )
 
     def refused_ahead(self) -> list[Action]:
         """Actions ahead of this one in the line that the tick did not schedule, in order:
@@ -407,6 +474,48 @@ class Proofs:
             assert replayed is not None
             tried = sentence.removeprefix("or ")
             self.ruled_out.append(f"{tried} (the most of it tried): {_short(replayed)}")
+
+
+def state_of(snapshot: Snapshot, result: TickResult | None) -> TickState:
+    """The tick's state rebuilt from `snapshot` and its result: the snapshot compiled, the
+    result's admissions placed where it put them (none of those running by now), its
+    refusals and failures; actions it did not decide are judged by fail-fast alone."""
+    problem = compile_snapshot(snapshot)
+    plan = Plan(problem)
+    failures: dict[int, Failure] = {}
+    refusals: dict[int, Refusal] = {}
+    if result is not None:
+        scheduled = {s.action: s for s in result.scheduled}
+        starts = {e.environment: e for e in result.environments_started}
+        waiting = {w.action: w for w in result.waiting}
+        failed = {f.action: f for f in result.failed}
+        clusters = {name: i for i, name in enumerate(problem.cluster_names)}
+        pools = {(problem.cluster_names[p.cluster], p.name): p.index for p in problem.pools}
+        for info in problem.actions:
+            if info.id in failed:
+                failures[info.index] = Failure(failed[info.id].code, failed[info.id].message)
+            elif info.id in waiting:
+                w = waiting[info.id]
+                refusals[info.index] = Refusal(w.reason, w.message, w.resource)
+            decision = scheduled.get(info.id)
+            if decision is None:
+                continue
+            placement = None
+            if plan.starts_env(info):
+                start = starts.get(problem.envs[info.env].name)  # type: ignore[index]
+                if start is None:
+                    continue
+                placement = plan_placement(start.cluster, start.containers, clusters, pools)
+            elif plan.items_to_place(info):
+                if decision.cluster is None:
+                    continue
+                placement = plan_placement(decision.cluster, decision.containers, clusters, pools)
+            plan.admit(info, placement)
+    decided = set(plan.admitted) | set(failures) | set(refusals)
+    rest = [a for a in problem.actions if a.index not in decided]
+    if rest:
+        failures.update(fail_fast(replace(problem, actions=rest, _base_fit={}, _full_scale={})))
+    return TickState(problem, failures, plan, refusals)
 
 
 def _room_holders(running: list[Action], now: datetime) -> list[Action]:

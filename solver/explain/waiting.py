@@ -24,7 +24,6 @@ from solver.explain.core_model import Assumption, ExplainModel, Fix, Limit
 from solver.explain.frozen import as_running, freeze
 from solver.explain.replay import Proofs, Replayer
 from solver.placement.problem import GPU_DIM, UNBOUNDED, Item, PoolInfo
-from solver.tick import TickOptions
 
 # The most nodes a room fix adds beyond the model's, when earlier actions come in first.
 MOST_EXTRA_NODES = 16
@@ -34,8 +33,9 @@ Admitted = list[tuple[Action, ScheduledAction]]
 
 
 def explain_waiting(
-    snapshot: Snapshot, action_id: str, result: TickResult, options: TickOptions
+    snapshot: Snapshot, action_id: str, result: TickResult, replayer: Replayer
 ) -> Explanation:
+    """`replayer` proves the suggestions: it re-runs the tick of `result`."""
     frozen = freeze(snapshot, action_id, result)
     model = ExplainModel(frozen)
     words = _Words(model, result)
@@ -78,7 +78,7 @@ def explain_waiting(
         )
     items = [words.reason(a) for a in core]
     fix = model.cheapest_fix()
-    proofs = Proofs(Replayer(snapshot, action_id, result, options))
+    proofs = Proofs(replayer)
     ladders = _Ladders(snapshot, proofs.replayer, frozen.line.admitted)
     settings = words.settings_changes(fix)
     if settings:

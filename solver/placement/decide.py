@@ -151,6 +151,21 @@ class Decider:
                 heads.setdefault(action.queue, i)
         return ledger, refusals
 
+    def decide(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        heads: dict[int, int],
+        shapes: dict[tuple, list[tuple[int, ...]]],
+    ) -> Plan | Refusal:
+        """One action's turn, as the walk gives it once it differs from best-fit: the ledger
+        with `action` admitted (decided admissions may have moved), or why not. For a walk
+        resumed part way down the line (solver.placement.resume)."""
+        verdict = self._cheap_verdict(ledger, action, heads, shapes)
+        if verdict is not None:
+            return verdict
+        return self._place(ledger, action, shapes, try_best_fit=True)
+
     def _place(
         self,
         ledger: Plan,

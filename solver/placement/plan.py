@@ -8,6 +8,7 @@ a candidate for the model, never a verdict).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -341,6 +342,67 @@ class Plan:
             if untyped > nvidia:
                 return False
         return True
+
+    # -- resuming ------------------------------------------------------------------------
+
+    def fork(self, problem: Problem | None = None) -> Plan:
+        """A copy to go on from (solver.placement.resume), on `problem` when given: this
+        plan's problem with queue settings changed, nodes added to pools, or running work
+        taken out (pools and queues by the same index)."""
+        new = copy.copy(self)
+        new.free = [f.copy() for f in self.free]
+        new.opened = [o.copy() for o in self.opened]
+        new.usage = [
+            QueueUsage(u.held, u.admitted, set(u.runs), dict(u.untyped_landed)) for u in self.usage
+        ]
+        new.admitted = dict(self.admitted)
+        new.env_started = dict(self.env_started)
+        new.pool_units = {p: set(keys) for p, keys in self.pool_units.items()}
+        new.pool_top = dict(self.pool_top)
+        new.cluster_used = self.cluster_used.copy()
+        new.loads = self.loads.copy()
+        new.no_fit = {shape: list(failed) for shape, failed in self.no_fit.items()}
+        new.max_free = self.max_free.copy()
+        new.class_free = {kind: free.copy() for kind, free in self.class_free.items()}
+        new.untyped_on = dict(self.untyped_on)
+        if problem is not None and problem is not self.problem:
+            new._rebase(problem)
+        return new
+
+    def _rebase(self, problem: Problem) -> None:
+        old = self.problem
+        self.problem = problem
+        for p, (was, pool) in enumerate(zip(old.pools, problem.pools, strict=True)):
+            if pool.used is was.used:
+                continue
+            # Running work taken out frees its room; nodes added come empty.
+            freed = was.used - pool.used[: was.max_nodes]
+            fresh = pool.room - pool.used[was.max_nodes :]
+            self.free[p] = np.concatenate([self.free[p] + freed, fresh])
+            self.opened[p] = np.concatenate(
+                [self.opened[p], np.zeros(len(fresh), dtype=np.bool_)]
+            )
+            gained = (freed.sum(axis=0) + fresh.sum(axis=0)) * pool.declared
+            self.cluster_used[pool.cluster] -= freed.sum(axis=0) * pool.declared
+            self.class_free[pool.device or ""] += gained
+            self.max_free[p] = self.free[p].max(axis=0)
+            self.no_fit.clear()  # room came back: what failed may fit now
+        for q, (was_queue, queue) in enumerate(zip(old.queues, problem.queues, strict=True)):
+            if queue is was_queue:
+                continue
+            usage = self.usage[q]
+            if queue.held is not was_queue.held:
+                delta = {name: -amount for name, amount in was_queue.held.items()}
+                usage.held = usage.held + delta + queue.held
+            if queue.active_runs != was_queue.active_runs:
+                usage.runs = set(queue.active_runs) | {
+                    problem.actions[i].run
+                    for i in self.admitted
+                    if problem.actions[i].queue == q
+                }
+        self.load_dims = [np.flatnonzero(room > 0) for room in problem.cluster_room]
+        for cluster in range(len(problem.cluster_names)):
+            self._update_load(cluster)
 
     # -- commit --------------------------------------------------------------------------
 

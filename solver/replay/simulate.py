@@ -69,6 +69,7 @@ class TickRecord:
     gpu_allocated: int
     cpu_allocated: int
     head_blocked: tuple[str, ...]
+    queue_gpus: dict[str, int]  # GPUs held per queue (those holding any), for the report
 
 
 @dataclass
@@ -295,19 +296,26 @@ def _held(containers: Sequence[Container]) -> tuple[int, int]:
 
 
 def _tick_record(now: datetime, result: TickResult, simulation: Simulation) -> TickRecord:
-    held = [_held(r.action.containers) for r in simulation.running.values()]
+    held = [(r.action.queue, _held(r.action.containers)) for r in simulation.running.values()]
     held += [
-        _held(env.replica_containers()) for env in simulation.environments.values() if env.running
+        (env.queue, _held(env.replica_containers()))
+        for env in simulation.environments.values()
+        if env.running
     ]
+    queue_gpus: dict[str, int] = {}
+    for queue, (gpus, _) in held:
+        if gpus:
+            queue_gpus[queue] = queue_gpus.get(queue, 0) + gpus
     return TickRecord(
         time=now,
         queued=len(simulation.queued),
         running=len(simulation.running),
         started=len(result.scheduled),
         failed=len(result.failed),
-        gpu_allocated=sum(g for g, _ in held),
-        cpu_allocated=sum(c for _, c in held),
+        gpu_allocated=sum(gpus for _, (gpus, _) in held),
+        cpu_allocated=sum(cpus for _, (_, cpus) in held),
         head_blocked=tuple(sorted(name for name, q in result.queues.items() if q.head_blocked)),
+        queue_gpus=dict(sorted(queue_gpus.items())),
     )
 
 

@@ -54,6 +54,7 @@ def replay_tables(result: Replay) -> dict[str, pa.Table]:
                 "cpu_allocated": [t.cpu_allocated for t in ticks],
                 "cpu_capacity": [result.cpu_capacity] * len(ticks),
                 "head_blocked": [list(t.head_blocked) for t in ticks],
+                "queue_gpus": [list(t.queue_gpus.items()) for t in ticks],
             },
             schema=REPLAY_TICKS,
         ),

@@ -19,7 +19,7 @@ from tests.support.service import Server, start_server
 
 ADMIN = "fuzz-admin-token-0123456789"
 AUTH = f"tokens:\n  {ADMIN}: {{role: admin, name: fuzz}}\n"
-OPEN = {"/healthz", "/openapi.json"}
+OPEN = {"/healthz", "/readyz", "/openapi.json"}
 TIMEOUT_S = 10.0
 
 

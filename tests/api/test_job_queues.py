@@ -525,9 +525,8 @@ def test_a_schema_4_file_indexes_starting_jobs_as_live(tmp_path: Path) -> None:
     the tick's read of live jobs still uses it."""
     path = tmp_path / "old.db"
     SqlStore(path).close()
+    downgrade(path, 4)
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema'")
-        conn.execute("DROP INDEX jobs_live_phases")
         conn.execute(
             "CREATE INDEX jobs_live ON jobs (seq) WHERE phase IN ('QUEUED', 'SCHEDULED', 'RUNNING')"
         )

@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from api.store.records import LeaseLost, Phase
+from api.store.records import LeaseLost, Phase, TickViews
 from api.store.sql_store import SqlStore
+from models.explanation import Explanation
+from models.forecast import StartForecast
 from models.snapshot import Action, Cluster, Queue
 from models.triggers import Trigger
 from solver import tick
@@ -21,6 +23,14 @@ CLUSTER = Cluster.model_validate(
         "node_pools": [{"name": "cpu", "node": {"cpu": "8", "memory": "8Gi"}, "nodes": 1}],
     }
 )
+EXPLANATION = {
+    "action": "a",
+    "queue": "default",
+    "state": "waiting",
+    "code": "blocked_behind_head",
+    "message": "waits",
+    "as_of": NOW,
+}
 
 
 def _action(action_id: str, **fields: object) -> Action:
@@ -77,7 +87,8 @@ def test_a_stale_leaders_write_back_is_refused_whole(database: str) -> None:
         applied = store.apply_tick(plan, planned.generation, epoch=new)
         assert (applied.scheduled, applied.number) == (2, 1)
         last = store.last_tick()
-        assert (last.number, last.epoch, last.result) == (1, new, plan)
+        # Only where other replicas read it is the result kept (a SQLite file has one server).
+        assert (last.number, last.epoch, last.result) == (1, new, plan if store.shared else None)
         assert store.last_tick(after=1).result is None  # nothing newer to parse
     finally:
         store.close()
@@ -116,5 +127,36 @@ def test_deadline_expiry_and_trigger_firing_are_fenced_too(database: str) -> Non
         assert store.get_trigger("t").history == []
         assert store.expire_deadlines(later, epoch=current) == ["d"]
         assert len(store.fire_triggers(later, timedelta(seconds=10), epoch=current)) == 1
+    finally:
+        store.close()
+
+
+def test_what_a_tick_shows_is_kept_with_it_for_the_followers(database: str) -> None:
+    """Issue 13: "Watchers on any replica see every tick (...; no replica-local state is
+    authoritative)": a tick's head explanations and deadline failures are stored with its
+    write-back, its forecasts once made, where other replicas read the database."""
+    store = SqlStore(database)
+    try:
+        store.put_cluster(CLUSTER)
+        store.submit([_action("a"), _action("b")])
+        epoch = store.hold_lease("leader", None, 5.0).epoch
+        planned = store.read_tick_input(NOW)
+        explanation = Explanation.model_validate(EXPLANATION)
+        views = TickViews({"default": explanation}, {"default": ["gone"]})
+        number = store.apply_tick(
+            tick(planned.snapshot), planned.generation, epoch=epoch, views=views
+        ).number
+        assert store.tick_forecasts(number) is None  # not made yet
+        forecasts = {"b": StartForecast(action="b", estimated_start=NOW, assumption="x")}
+        store.record_forecasts(number, forecasts)
+        store.record_forecasts(number - 1, {})  # an older tick's come too late: dropped
+        last = store.last_tick()
+        if store.shared:
+            assert last.views == views
+            assert store.tick_forecasts(number) == forecasts
+        else:  # one server, which keeps them in memory
+            assert last.views == TickViews()
+            assert store.tick_forecasts(number) is None
+        assert store.last_tick(after=number).views == TickViews()  # nothing newer to parse
     finally:
         store.close()

@@ -32,7 +32,7 @@ def test_one_error_body_and_the_statuses_each_operation_returns(tmp_path: Path) 
             where = f"{method.upper()} {path}"
             errors = {int(status) for status in responses if int(status) >= 400}
             assert errors <= {400, 401, 403, 404, 409, 413, 429, 503}, where
-            for status in errors - {503}:  # /healthz's 503 carries its Health body
+            for status in errors - {503}:  # the probes' 503 carries their own body
                 content = responses[str(status)]["content"]["application/json"]
                 assert content["schema"] == ERROR, (where, status)
             assert (401 in errors) == (path not in OPEN_PATHS), where

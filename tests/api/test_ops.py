@@ -144,6 +144,27 @@ def test_a_failing_tick_is_logged_and_the_loop_goes_on(tmp_path: Path) -> None:
         assert health.status_code == 200 and health.json()["status"] == "ok"
 
 
+def test_readyz_is_503_until_the_replica_shows_a_tick(tmp_path: Path) -> None:
+    """Issue 13: "Every replica serves the whole API": a load balancer sends traffic to a
+    replica once /readyz is 200, when its solver workers have started and it shows a tick."""
+    calls = {"n": 0}
+
+    def late(snapshot: Snapshot) -> TickResult:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("not yet")
+        return tick(snapshot)
+
+    with service(tmp_path, tick_fn=late) as svc:  # its first tick failed
+        ready = svc.http.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json() == {"ready": False, "workers_ready": True, "last_tick": 0}
+        svc.tick()
+        ready = svc.http.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json() == {"ready": True, "workers_ready": True, "last_tick": 1}
+
+
 def test_an_overrunning_tick_is_logged_with_its_time(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

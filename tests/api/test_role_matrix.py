@@ -58,6 +58,7 @@ TRIGGER = {"every": "1h", "queue": "research", "actions": [{"containers": CONTAI
 # (method, route path, request path, body, rule); destructive ones last.
 MATRIX: list[tuple[str, str, str, Any, str]] = [
     ("GET", "/healthz", "/healthz", None, "open"),
+    ("GET", "/readyz", "/readyz", None, "open"),
     ("GET", "/metrics", "/metrics", None, "any"),
     ("GET", "/snapshot", "/snapshot", None, "any"),
     ("GET", "/dashboard/whoami", "/dashboard/whoami", None, "any"),

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from api.cli.main import main
 from api.cli.service import is_loopback, serve
 from api.store.records import Phase
 from models.result import TickResult
@@ -194,3 +195,19 @@ def test_serve_options_out_of_their_bounds_are_refused(
     assert result.exit_code == 2, result.output
     assert f"Invalid value for '{option}'" in result.output and allowed in result.output
     assert not db.exists()
+
+
+@pytest.mark.parametrize("database", ["mysql://root@127.0.0.1/test", "sqlite:///sluice.db"])
+def test_a_database_url_sluice_does_not_run_on_is_refused(tmp_path: Path, database: str) -> None:
+    """Issue 13: "`sluice serve --db postgresql://USER@HOST:PORT/DBNAME`"; SQLite is a file's
+    path. Any other URL is refused by name, rather than becoming a file called `mysql:`."""
+    runner = CliRunner()
+    with runner.isolated_filesystem(temp_dir=tmp_path) as here:
+        result = runner.invoke(main, ["serve", "--db", database, "--port", str(free_port())])
+        assert list(Path(here).iterdir()) == []
+    assert result.exit_code == 1
+    scheme = database.split("://")[0]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"INVALID_ARGUMENT: database: {scheme}:// is not a database Sluice runs on; give a"
+        " postgresql:// URL or a SQLite file's path"
+    )

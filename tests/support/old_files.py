@@ -7,6 +7,15 @@ from pathlib import Path
 
 # What each schema version added: tables, then (table, column) pairs, then indexes.
 _ADDED: dict[int, tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]] = {
+    7: (
+        (),
+        (
+            ("last_tick", "head_explanations"),
+            ("last_tick", "deadline_exceeded"),
+            ("last_tick", "forecasts"),
+        ),
+        (),
+    ),
     6: (("retired_totals",), (), ("jobs_live_phases",)),
     5: (("leader_lease", "last_tick"), (), ()),
     4: (("tasks", "run_queues"), (("actions", "queue_source"),), ()),

@@ -59,6 +59,7 @@ class Service:
 def service(
     tmp_path: Path,
     *,
+    database: str | None = None,
     auth_file: Path | None = None,
     period_s: float = 3600.0,
     tick_fn: TickFn | None = None,
@@ -69,9 +70,11 @@ def service(
 ) -> Iterator[Service]:
     """In thread mode by default: a test's stand-in engine is often a closure, which cannot
     be sent to a worker process, and a worker costs seconds of start-up per test.
+    `database`: a postgresql:// URL (the `database` fixture's; several services may share
+    one, the first to start leads); by default a SQLite file in `tmp_path`.
     `settings_fields`: more of ServiceSettings (retain_finished=..., ...)."""
     settings = ServiceSettings(
-        database=tmp_path / "sluice.db",
+        database=tmp_path / "sluice.db" if database is None else database,
         period_s=period_s,
         auth_file=auth_file,
         tick_worker=tick_worker,
@@ -81,7 +84,8 @@ def service(
     app = create_app(settings, tick_fn=tick_fn)
     with TestClient(app) as http:
         stats = app.state.ticker.stats
-        while stats.ticks + stats.failures == 0:  # the loop's first tick, at start-up
+        # The loop's first tick at start-up, or on a follower the leader's it read.
+        while stats.last_number + stats.failures == 0:
             time.sleep(0.01)
         if cluster is not None:
             app.state.store.put_cluster(Cluster.model_validate(cluster))
@@ -124,7 +128,8 @@ def start_server(
     log_dir: Path | None = None,
 ) -> Server:
     """`db`: a SQLite file, or a postgresql:// URL (then give `log_dir`). `port`: a port a
-    stopped server of the same test used (a client reconnecting to it)."""
+    stopped server of the same test used (a client reconnecting to it). Returns once the
+    server is ready (`/readyz`): its solver workers have started and it shows a tick."""
     port = port or free_port()
     log = (log_dir or Path(db).parent) / f"sluice.{port}.log"
     process = subprocess.Popen(
@@ -140,13 +145,13 @@ def start_server(
         if process.poll() is not None:
             raise RuntimeError(f"sluice serve exited: {log.read_text()}")
         try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
                 return Server(process, url, log)
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
     process.kill()
-    raise RuntimeError(f"sluice serve did not come up: {log.read_text()}")
+    raise RuntimeError(f"sluice serve did not get ready: {log.read_text()}")
 
 
 def sluice(url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

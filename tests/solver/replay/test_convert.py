@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from api.cli.main import main
-from fixtures.generators.alibaba import TraceMissing, trace_dir
+from fixtures.generators.alibaba import TraceMissing, replay_fleet, trace_dir
 from fixtures.generators.job_csv import JobColumns, job_csv_trace
 from models.arrow.tables import read_snapshot
 from models.arrow.trace import read_trace
@@ -93,3 +93,25 @@ def test_convert_alibaba_end_to_end(tmp_path: Path) -> None:
         "16384Mi",
         12_537_496.0,
     )
+
+
+def test_convert_alibaba_a_window_denser_on_fewer_nodes(tmp_path: Path) -> None:
+    """Day 148 alone (678 pods, docs/benchmarks.md), arriving twice as fast from its start, on
+    a fleet with a tenth of each pool's nodes."""
+    try:
+        trace_dir()
+    except TraceMissing as error:
+        pytest.skip(f"Alibaba trace absent: {error.message}")
+    out, fleet = tmp_path / "openb.arrow", tmp_path / "fleet"
+    args = ["replay", "convert", "alibaba", "--out", str(out), "--fleet-out", str(fleet)]
+    args += ["--first-day", "148", "--days", "1", "--density", "2", "--nodes-fraction", "0.1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    rows = read_trace(out)
+    assert len(rows) == 678
+    assert all(0 <= (r.submit_s or 0) < 86_400 / 2 for r in rows)
+    full = {(c.name, p.name): p.nodes for c in replay_fleet().clusters for p in c.node_pools}
+    shrunk = {
+        (c.name, p.name): p.nodes for c in read_snapshot(fleet).clusters for p in c.node_pools
+    }
+    assert shrunk == {pool: max(1, round(nodes * 0.1)) for pool, nodes in full.items()}

@@ -7,10 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from models.scenario import snapshot_from_dict
 from models.snapshot import Snapshot
 from models.trace import TraceRow
 from solver.replay.simulate import ReplayOptions, replay
 from solver.replay.summary import OVERALL, replay_tables, summarize, summary_text
+from solver.tick import TickOptions
+from tests.solver.replay.conftest import FLEET
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -150,3 +153,24 @@ def test_the_same_trace_and_options_give_the_same_tables(fleet: Snapshot) -> Non
         second = replay_tables(replay(fleet, trace, options))
         assert all(first[name].equals(second[name]) for name in first)
         assert first["replay_actions"].num_rows == 40
+
+
+def test_the_first_fit_baseline_places_on_the_first_node_with_room(fleet: Snapshot) -> None:
+    """Issue 15: "--compare: the same trace under variants (... the first-fit baseline)". On
+    two nodes of 4 GPUs a (4) and b (2) start at 0 s; at 120 s a has ended and c (2) arrives:
+    first-fit puts c on the first node with room, the empty one, so d (4) arriving at 180 s
+    waits for b's end at 1,000 s (freed at the 1,020 s tick); the engine puts c beside b on
+    the node it fills and starts d on arrival."""
+    two_nodes = FLEET | {
+        "clusters": [
+            {"name": "c", "node_pools": [FLEET["clusters"][0]["node_pools"][0] | {"nodes": 2}]}
+        ]
+    }
+    trace = [_row("a", 0, 100, 4), _row("b", 0, 1000, 2)]
+    trace += [_row("c", 120, 5000, 2, queue="greedy"), _row("d", 180, 100, 4, queue="greedy")]
+    waits = {}
+    for first_fit in (False, True):
+        options = ReplayOptions(period_s=60, tick=TickOptions(first_fit=first_fit))
+        result = replay(snapshot_from_dict(two_nodes), trace, options)
+        waits[first_fit] = [a.waited_s for a in result.actions]
+    assert waits == {False: [0.0, 0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0, 840.0]}

@@ -155,4 +155,17 @@ def test_compare_needs_a_change(trace: Path, fleet_file: Path, tmp_path: Path) -
         str(trace), "--fleet", str(fleet_file), "--compare", "--out", str(tmp_path / "o")
     )
     assert code == 1
-    assert output == "INVALID_ARGUMENT: --compare needs at least one --set or --drop\n"
+    assert output == "INVALID_ARGUMENT: --compare needs at least one --set, --drop or --first-fit\n"
+
+
+def test_compare_with_the_first_fit_baseline(trace: Path, fleet_file: Path, tmp_path: Path) -> None:
+    """Issue 15: "--compare: the same trace under variants (... the first-fit baseline) side by
+    side in one report"."""
+    out = tmp_path / "out"
+    args = ["--fleet", str(fleet_file), "--compare", "--first-fit", "--out", str(out)]
+    code, output = _replay(str(trace), *args)
+    assert code == 0, output
+    assert "== baseline\n" in output
+    assert "== variant (first-fit)\n" in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"baseline", "variant"}

@@ -1,0 +1,218 @@
+"""Resume a tick part way down the line, on a changed problem, from the tick's own decisions.
+
+The tick admits an action exactly when it fits together with every admission ahead of it
+(solver.tick), so a change that relaxes limits (a cap or a limit raised, a queue switched
+to greedy_capacity, nodes added, running work taken out, one action's request changed)
+cannot alter a decision ahead of the first refused action whose own limits it touches:
+`start`. From there the walk goes on with the tick's own pieces (the Decider's verdict for
+one action: caps and limits, best-fit, the placement model), with two shortcuts that give
+the same answer:
+
+- an admission of the tick is admitted again where the tick put it when that still has
+  the room and passes its caps and limits;
+- while nothing the tick admitted has been refused again, a refusal of an action the
+  change does not touch stands: the actions admitted ahead of it are a superset of the
+  tick's, and what did not fit with fewer does not fit with more (admissions are downward
+  closed). A strict line whose refused head gets in is touched from there on.
+
+Once something the tick admitted is refused (displaced), neither holds for what follows,
+and every later action is decided again, unless the caller only wanted to know that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from models.errors import ErrorCode
+from models.result import WaitReason
+from solver.placement.best_fit import over_depth
+from solver.placement.decide import Decider, ModelCheckBudget, _placement_in
+from solver.placement.failfast import Failure, fail_fast
+from solver.placement.plan import Plan, Refusal
+from solver.placement.problem import ActionInfo, Problem
+
+TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
+
+
+@dataclass
+class TickState:
+    """What a tick leaves to resume from: its compiled problem and every decision of it."""
+
+    problem: Problem
+    failures: dict[int, Failure]
+    plan: Plan  # the tick's answer: admissions where it put them
+    refusals: dict[int, Refusal]  # every pending action neither admitted nor failed
+    _ledgers: dict[int, Plan] = field(default_factory=dict)
+
+    def ledger_at(self, start: int, absent: frozenset[int] = frozenset()) -> Plan:
+        """A plan of the tick's admissions ahead of `start` (none of `absent`), where the
+        tick put them: the walk's state at `start`. Shared ones are kept: fork before use."""
+        if not absent and start in self._ledgers:
+            return self._ledgers[start]
+        ledger = Plan(self.problem)
+        for i in sorted(self.plan.admitted):
+            if i >= start:
+                break
+            if i not in absent:
+                action = self.problem.actions[i]
+                ledger.admit(action, _placement_in(self.plan, action, ledger))
+        if not absent:
+            self._ledgers[start] = ledger
+        return ledger
+
+
+@dataclass
+class Resumed:
+    """The decisions of the line from `start` to `stop` (inclusive) on the changed problem."""
+
+    plan: Plan
+    refusals: dict[int, Refusal]
+    failures: dict[int, Failure]
+    let_in: list[int]  # refused or undecided by the tick, admitted now
+    displaced: list[int]  # admitted by the tick, refused now
+    finished: bool  # no model check was cut short by the limit
+    stopped: bool  # the walk stopped at the first displaced action, as asked
+
+
+def resume(
+    state: TickState,
+    changed: Problem,
+    start: int,
+    stop: int,
+    touched: Callable[[ActionInfo], bool],
+    absent: frozenset[int] = frozenset(),
+    time_limit_s: float = 2.0,
+    seed: int = 0,
+    stop_if_displaced: bool = False,
+    compiled: frozenset[int] = frozenset(),
+) -> Resumed:
+    """Decide positions `start`..`stop` of `changed` (the tick's problem with a change made:
+    same actions at the same positions, pools and queues at the same indices) as a whole
+    tick of it would.
+
+    `touched` says which actions the change itself may let in (their queue's settings,
+    their clusters' room or their own request changed): those are decided again, and
+    re-judged by fail-fast if the tick failed them or their request was compiled again
+    (`compiled`). `absent` actions are taken out of the line (finished work).
+    """
+    line = replace(changed, actions=changed.actions[: stop + 1], _base_fit={}, _full_scale={})
+    # Every change resume is given relaxes what fail-fast judges (caps, full-scale room) but
+    # for a request compiled again: only the tick's failures and `compiled` can change.
+    rejudged = [
+        a
+        for a in line.actions[start:]
+        if a.index not in absent
+        and touched(a)
+        and (a.index in state.failures or a.index in compiled)
+    ]
+    failures = {
+        i: f for i, f in state.failures.items() if i < start or not touched(changed.actions[i])
+    }
+    failures.update(fail_fast(replace(line, actions=rejudged)))
+    # Taken out of the line, an action holds no place in its queue's depth either (the
+    # count skips what it is given as failed).
+    deep = over_depth(line, failures | dict.fromkeys(absent, TAKEN_OUT))
+    ledger = state.ledger_at(start, absent).fork(line)
+    decider = Decider(line, failures, deep, ModelCheckBudget(time_limit_s, seed))
+    heads: dict[int, int] = {}
+    for i in sorted(state.refusals):
+        if i >= start:
+            break
+        if i not in absent and line.queues[line.actions[i].queue].strict:
+            heads.setdefault(line.actions[i].queue, i)
+    refusals: dict[int, Refusal] = {}
+    shapes: dict[tuple, list[tuple[int, ...]]] = {}
+    let_in: list[int] = []
+    displaced: list[int] = []
+    opened: set[int] = set()  # queues whose strict head the change let in
+    for action in line.actions[start:]:
+        i = action.index
+        if i in absent or i in failures:
+            continue
+        queue = line.queues[action.queue]
+        before = state.plan.admitted.get(i, False) is not False
+        refusal: Refusal | None
+        if i in deep:
+            refusal = Refusal(
+                WaitReason.DEPTH, f"queue {queue.name} holds at most {queue.depth} actions"
+            )
+        elif before and action.queue not in heads and _admit_where_it_was(state, ledger, action):
+            continue
+        elif (
+            not before
+            and not displaced
+            and i in state.refusals
+            and action.queue not in opened
+            and not touched(action)
+        ):
+            refusal = state.refusals[i]
+        else:
+            verdict = decider.decide(ledger, action, heads, shapes)
+            if isinstance(verdict, Plan):
+                ledger = verdict
+                if not before:
+                    let_in.append(i)
+                    if queue.strict and i in state.refusals:
+                        opened.add(action.queue)
+                continue
+            refusal = verdict
+        refusals[i] = refusal
+        if queue.strict:
+            heads.setdefault(action.queue, i)
+        if before:
+            displaced.append(i)
+            if stop_if_displaced:
+                break
+    budget = decider.budget
+    return Resumed(
+        plan=ledger,
+        refusals=refusals,
+        failures={i: f for i, f in failures.items() if start <= i <= stop},
+        let_in=let_in,
+        displaced=displaced,
+        finished=not (budget.limit_hit or budget.wall_guard_hit),
+        stopped=bool(displaced) and stop_if_displaced,
+    )
+
+
+def first_touched(
+    state: TickState,
+    touched: Callable[[ActionInfo], bool],
+    absent: frozenset[int] = frozenset(),
+    hurts: bool = False,
+) -> int:
+    """The first position whose decision a change could alter: the first action the tick
+    did not admit that the change touches, or that the tick did not decide at all. A change
+    that `hurts` can refuse what the tick admitted (work that finishes ends its run, whose
+    later actions then need a run slot of their own): its touched admissions count too."""
+    for action in state.problem.actions:
+        i = action.index
+        if i in absent or (i in state.plan.admitted and not (hurts and touched(action))):
+            continue
+        if touched(action) or (i not in state.refusals and i not in state.failures):
+            return i
+    return len(state.problem.actions)
+
+
+def _admit_where_it_was(state: TickState, ledger: Plan, action: ActionInfo) -> bool:
+    """Admit one of the tick's admissions where the tick put it, if that still holds."""
+    if ledger.refusal(action) is not None:
+        return False
+    placement = _placement_in(state.plan, action, ledger)
+    items = ledger.items_to_place(action)
+    if placement is not None:
+        taken: dict[tuple[int, int], np.ndarray] = {}
+        for item, spot in zip(items, placement.spots, strict=True):
+            room = taken.get(spot)
+            room = ledger.free[spot[0]][spot[1]] if room is None else room
+            left = room - item.request
+            if (left < 0).any():
+                return False
+            taken[spot] = left
+    elif items:
+        return False  # it would start a pool the tick did not start for it
+    ledger.admit(action, placement)
+    return True
