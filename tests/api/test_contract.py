@@ -3,6 +3,7 @@ readable operation ids, Location on 201, 201 when PUT creates, media types decla
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import tomllib
@@ -160,6 +161,28 @@ def test_the_readme_names_what_sluice_uses_for_each_concern() -> None:
     names = [re.split(r"[<>=\[ ]", spec)[0] for spec in pyproject["project"]["dependencies"]]
     missing = [name for name in names if name.lower() not in table.lower()]
     assert not missing, missing
+
+
+def test_the_readme_says_which_tools_open_which_format() -> None:
+    """Issue 17: "the README says which tools open which format (DuckDB reads Parquet
+    natively, Arrow IPC only with its extension)": the README points at the table, which
+    says so."""
+    root = Path(__file__).parents[2]
+    readme = (root / "README.md").read_text()
+    assert "docs/arrow/index.md#which-tools-open-which-format" in readme
+    page = (root / "docs/arrow/index.md").read_text()
+    table = page.split("## Which tools open which format", 1)[1].split("\n## ", 1)[0]
+    (duckdb,) = [row for row in table.splitlines() if row.startswith("| DuckDB (SQL")]
+    arrow_ipc, parquet = [cell.strip() for cell in duckdb.split("|")[2:4]]
+    assert "extension" in arrow_ipc and parquet.startswith("natively")
+
+
+def test_the_databases_side_files_are_ignored_by_git() -> None:
+    """Issue 17: "`sluice.db-wal`/`-shm` in `.gitignore`" (SQLite's WAL mode keeps them
+    beside `sluice.db` while it is open)."""
+    patterns = (Path(__file__).parents[2] / ".gitignore").read_text().splitlines()
+    for name in ("sluice.db", "sluice.db-wal", "sluice.db-shm"):
+        assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns), name
 
 
 def test_cli_lists_newest_first_a_page_at_a_time(svc: Service, tmp_path: Path) -> None:
