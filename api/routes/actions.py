@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from api.auth import Principal
 from api.deps import (
@@ -147,10 +148,12 @@ def list_actions(
     _: PrincipalDep,
     listing: ListingDep,
     response: Response,
-    queue: str | None = None,
-    state: Phase | None = None,
-    cluster: str | None = None,
-    run: str | None = None,
+    queue: Annotated[str | None, Query(description="Only this queue's actions.")] = None,
+    state: Annotated[Phase | None, Query(description="Only actions in this state.")] = None,
+    cluster: Annotated[
+        str | None, Query(description="Only actions placed on this cluster.")
+    ] = None,
+    run: Annotated[str | None, Query(description="Only this run's actions.")] = None,
 ) -> list[ActionPublic]:
     """In arrival order (`order=desc`: newest first), a page at a time: a `Next-Page-Token`
     header means there is more. Executors poll `state=scheduled` (and `cluster=`) for work."""

@@ -8,8 +8,9 @@ it must stop it (its reports are refused with that reason).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from api.deps import (
     NEXT_PAGE_RESPONSE,
@@ -56,9 +57,11 @@ def list_jobs(
     _: PrincipalDep,
     listing: ListingDep,
     response: Response,
-    job_queue: str | None = None,
-    share: str | None = None,
-    state: JobPhase | None = None,
+    job_queue: Annotated[str | None, Query(description="Only this job queue's jobs.")] = None,
+    share: Annotated[
+        str | None, Query(description="Only jobs of quota shares of this name.")
+    ] = None,
+    state: Annotated[JobPhase | None, Query(description="Only jobs in this state.")] = None,
 ) -> list[JobPublic]:
     """In arrival order (`order=desc`: newest first), a page at a time: a `Next-Page-Token`
     header means there is more. Executors poll `state=SCHEDULED` for work to start."""
