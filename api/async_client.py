@@ -18,14 +18,16 @@ import builtins
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 
-from api.calls import Actions, Call, Queues, Stream
+from api.calls import Actions, Call, Jobs, Queues, Stream
 from api.client import (
     ACTION_FAILED_AND_DONE,
     ACTION_SETTLED,
+    JOB_FAILED_AND_DONE,
+    JOB_SETTLED,
     NEXT_PAGE_HEADER,
     STREAM_TIMEOUT,
     Connection,
@@ -38,8 +40,53 @@ from api.client import (
 
 if TYPE_CHECKING:
     from api.schemas.actions import ActionPublic
+    from api.schemas.jobs import JobPublic
 
 T = TypeVar("T")
+
+
+class _Settles(Protocol):
+    """An action or a job as a wait reads it."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def code(self) -> str | None: ...
+    @property
+    def message(self) -> str | None: ...
+
+
+S = TypeVar("S", bound=_Settles)
+
+
+async def _settle(
+    settling: Settling,
+    fetch: Callable[[], Awaitable[S]],
+    changes: Callable[[S], AsyncGenerator[Any, None]],
+    timeout_s: float | None,
+) -> S:
+    """Fetch until it settles, again after each item of `changes(first found)`, all within
+    `timeout_s` (the sync client's `_wait`, awaited)."""
+    found = await fetch()
+    try:
+        async with asyncio.timeout(timeout_s):
+            if settling.settled(found.state, found.code, found.message):
+                return found
+            following = changes(found)
+            async with contextlib.aclosing(following):
+                async for _ in following:
+                    found = await fetch()
+                    if settling.settled(found.state, found.code, found.message):
+                        return found
+    except TimeoutError:
+        raise settling.timed_out(found.state, timeout_s or 0.0) from None
+    raise AssertionError("unreachable: the changes end only by raising")
+
+
+async def _every(poll_s: float) -> AsyncGenerator[None, None]:
+    while True:
+        await asyncio.sleep(poll_s)
+        yield
 
 
 class AsyncRetryTransport(httpx.AsyncBaseTransport):
@@ -152,21 +199,28 @@ class AsyncSluiceClient(Connection[httpx.AsyncClient]):
         (MaxQueuedTimeExceededError, Infeasible, ...); `timeout_s` bounds the whole wait,
         also while no tick comes, and then raises UNAVAILABLE."""
         settling = Settling(f"action {action_id}", until, ACTION_FAILED_AND_DONE)
-        found = await self.send(Actions.get(action_id))
-        try:
-            async with asyncio.timeout(timeout_s):
-                if settling.settled(found.state, found.code, found.message):
-                    return found
-                watch = Queues.watch(found.queue)
-                ticks = self.stream(watch.path, watch.params)
-                async with contextlib.aclosing(ticks):
-                    async for _ in ticks:
-                        found = await self.send(Actions.get(action_id))
-                        if settling.settled(found.state, found.code, found.message):
-                            return found
-        except TimeoutError:
-            raise settling.timed_out(found.state, timeout_s or 0.0) from None
-        raise AssertionError("unreachable: a watch stream ends only by raising")
+
+        def ticks(found: ActionPublic) -> AsyncGenerator[Any, None]:
+            watch = Queues.watch(found.queue)
+            return self.stream(watch.path, watch.params)
+
+        return await _settle(settling, lambda: self.send(Actions.get(action_id)), ticks, timeout_s)
+
+    async def wait_job(
+        self,
+        job_id: str,
+        *,
+        until: tuple[str, ...] = JOB_SETTLED,
+        timeout_s: float | None = None,
+        poll_s: float = 0.5,
+    ) -> JobPublic:
+        """The sync `Job.wait`, awaited: until the job reaches one of `until` (by default
+        SCHEDULED, STARTING, RUNNING or SUCCEEDED), read every `poll_s`; a failed one raises
+        its code's exception, and `timeout_s` bounds the whole wait."""
+        settling = Settling(f"job {job_id}", until, JOB_FAILED_AND_DONE)
+        return await _settle(
+            settling, lambda: self.send(Jobs.get(job_id)), lambda _: _every(poll_s), timeout_s
+        )
 
     async def events(self, stream: Stream[T], *, reconnects: int = 5) -> AsyncIterator[T]:
         """A stream's events as models; reconnects as SluiceClient.stream does."""

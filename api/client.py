@@ -515,6 +515,8 @@ class Settling:
 
 ACTION_SETTLED = ("scheduled", "running", "succeeded")  # what a wait for an action waits for
 ACTION_FAILED_AND_DONE = ("failed", "succeeded", "cancelled")
+JOB_SETTLED = ("SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED")
+JOB_FAILED_AND_DONE = ("FAILED", "SUCCEEDED", "CANCELLED")
 
 
 def _wait(
@@ -1108,8 +1110,8 @@ class Job(_Tracked):
 
     _calls = Jobs
     _noun = "job"
-    _until = ("SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED")
-    _failed_and_done = ("FAILED", "SUCCEEDED", "CANCELLED")
+    _until = JOB_SETTLED
+    _failed_and_done = JOB_FAILED_AND_DONE
 
     @staticmethod
     @keywords(JobSubmission)

@@ -39,6 +39,7 @@ from models.errors import (
     MaxQueuedTimeExceededError,
     NotFound,
     ResourceExhausted,
+    SluiceError,
     Unavailable,
 )
 from models.quota import SchedulingPolicy, ServiceEnvironment
@@ -273,6 +274,41 @@ def test_async_wait_follows_the_queue_stream(svc: Service) -> None:
     assert asyncio.run(run()).state.value == "scheduled"
     follow = ["/actions/{0}", "/watch/queues/capped", "/actions/{0}"]  # then, after one tick
     assert reads == [read.format(a) for a in ("hog", "late", "stuck") for read in follow]
+
+
+def test_async_job_wait_polls_until_the_job_settles(svc: Service) -> None:
+    """The sync `Job.wait`, awaited: read every `poll_s` until the job holds its instances;
+    a failed one raises its code's error; `timeout_s` bounds the whole wait."""
+    client = svc.client()
+    client.send(SchedulingPolicies.put("fifo"))
+    client.send(ServiceEnvironments.put("g5", {"ml.g5.xlarge": 3}))
+    share = QuotaShares.spec("c", {"ml.g5.xlarge": 1}, "RESERVE")
+    client.send(JobQueues.create("training", scheduling_policy="fifo",
+                                 service_environment="g5", quota_shares=[share]))  # fmt: skip
+    for job_id in ("j1", "j2"):
+        client.send(Jobs.submit(job_queue="training", share="c", instance_type="ml.g5.xlarge",
+                                id=job_id))  # fmt: skip
+    reads: list[str] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        reads.append(request.url.path)
+        if len(reads) == 2:
+            svc.tick()  # between the first read and the second
+        answer = svc.http.request(request.method, request.url.path)
+        return httpx.Response(answer.status_code, content=answer.content, headers=answer.headers)
+
+    async def run() -> str:
+        aclient = _async_client(httpx.MockTransport(server), [])
+        job = await aclient.wait_job("j1", poll_s=0.01)
+        with pytest.raises(Unavailable, match=r"job j2 is still QUEUED after 0\.1 s"):
+            await aclient.wait_job("j2", poll_s=0.02, timeout_s=0.1)  # j1 holds the share
+        client.send(Jobs.report("j1", "failed", code="INTERNAL", message="lost its host"))
+        with pytest.raises(SluiceError, match="lost its host"):
+            await aclient.wait_job("j1", until=("SUCCEEDED",))
+        return job.state.value
+
+    assert asyncio.run(run()) == "SCHEDULED"
+    assert reads[:2] == ["/jobs/j1", "/jobs/j1"]
 
 
 @pytest.mark.slow
