@@ -206,7 +206,8 @@ class JobQueuePublic(BaseModel):
     max_capacity: dict[str, int] = Field(description="the service environment's limits (now)")
     usage: dict[str, int] = Field(description="Instances its jobs hold, per type (last tick).")
     unassigned_used: dict[str, int] = Field(
-        description="Instances held beyond every share's own limit, per type (last tick)."
+        description="Instances borrowed from the environment's capacity that no share is"
+        " given, per type (last tick)."
     )
     shares: list[SharePublic] = Field(
         description="Each quota share: settings, usage, and its jobs now."
