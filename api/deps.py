@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import Depends, Query, Request, Response, status
+from fastapi import Depends, Path, Query, Request, Response, status
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AwareDatetime
@@ -17,6 +17,19 @@ from api.auth import Principal
 from api.store.records import Listing, Order, Store
 from api.ticker import TickLoop
 from models.errors import InternalError, InvalidInput, NotFound
+
+# Path parameters: one alias per resource, so every route that names one describes it alike.
+ActionId = Annotated[str, Path(description="The action's id, as its submitter gave it.")]
+JobId = Annotated[str, Path(description="The job's id, as its submitter gave it.")]
+QueueName = Annotated[str, Path(description="The queue's name.")]
+ClusterName = Annotated[str, Path(description="The cluster's name.")]
+EnvironmentName = Annotated[str, Path(description="The reusable environment's name.")]
+TaskName = Annotated[str, Path(description="The task template's name.")]
+TriggerName = Annotated[str, Path(description="The trigger's name.")]
+JobQueueName = Annotated[str, Path(description="The job queue's name.")]
+ShareName = Annotated[str, Path(description="The quota share's name, within its job queue.")]
+PolicyName = Annotated[str, Path(description="The scheduling policy's name.")]
+ServiceEnvironmentName = Annotated[str, Path(description="The service environment's name.")]
 
 NEXT_PAGE_HEADER = "Next-Page-Token"
 MAX_PAGE = 10_000

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Response, status
 from api.auth import Principal
 from api.deps import (
     NEXT_PAGE_RESPONSE,
+    ActionId,
     ListingDep,
     PrincipalDep,
     StoreDep,
@@ -163,13 +164,15 @@ def list_actions(
 
 
 @router.get("/{action_id}", responses=error_responses(404))
-def get_action(action_id: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> ActionPublic:
+def get_action(
+    action_id: ActionId, store: StoreDep, ticker: TickerDep, _: PrincipalDep
+) -> ActionPublic:
     return action_view(store.get_action(action_id), ticker)
 
 
 @router.post("/{action_id}/cancel", responses=error_responses(403, 404, 409))
 def cancel_action(
-    action_id: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+    action_id: ActionId, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> ActionPublic:
     """A queued action leaves the line; a scheduled or running one frees its charges."""
     who.require_queue(store.get_action(action_id).action.queue, "cancel")
@@ -178,7 +181,7 @@ def cancel_action(
 
 @router.post("/{action_id}/report", responses=error_responses(403, 404, 409))
 def report_action(
-    action_id: str, body: ExecutorReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+    action_id: ActionId, body: ExecutorReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> ActionPublic:
     """An executor's report: started, succeeded or failed. Finishing frees the charges."""
     who.require_executor("report action outcomes")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from api.deps import CREATED_RESPONSE, PrincipalDep, StoreDep, created, exists
+from api.deps import CREATED_RESPONSE, ClusterName, PrincipalDep, StoreDep, created, exists
 from api.errors import error_responses
 from models.errors import InvalidInput
 from models.snapshot import Cluster
@@ -14,7 +14,7 @@ router = APIRouter(prefix="/clusters", tags=["clusters"])
 
 @router.put("/{name}", responses={**error_responses(403, 409), **CREATED_RESPONSE})
 def put_cluster(
-    name: str, body: Cluster, store: StoreDep, who: PrincipalDep, response: Response
+    name: ClusterName, body: Cluster, store: StoreDep, who: PrincipalDep, response: Response
 ) -> Cluster:
     """Create or replace a cluster's node pools; the next tick plans against them."""
     who.require_admin("change clusters")
@@ -33,7 +33,7 @@ def list_clusters(store: StoreDep, _: PrincipalDep) -> list[Cluster]:
 
 
 @router.get("/{name}", responses=error_responses(404))
-def get_cluster(name: str, store: StoreDep, _: PrincipalDep) -> Cluster:
+def get_cluster(name: ClusterName, store: StoreDep, _: PrincipalDep) -> Cluster:
     return store.get_cluster(name)
 
 
@@ -42,7 +42,7 @@ def get_cluster(name: str, store: StoreDep, _: PrincipalDep) -> Cluster:
     status_code=status.HTTP_204_NO_CONTENT,
     responses=error_responses(403, 404, 409),
 )
-def delete_cluster(name: str, store: StoreDep, who: PrincipalDep) -> None:
+def delete_cluster(name: ClusterName, store: StoreDep, who: PrincipalDep) -> None:
     """Refused while a queue routes to it or work is placed on it."""
     who.require_admin("delete clusters")
     store.delete_cluster(name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from api.deps import CREATED_RESPONSE, PrincipalDep, StoreDep, created
+from api.deps import CREATED_RESPONSE, EnvironmentName, PrincipalDep, StoreDep, created
 from api.errors import error_responses
 from api.schemas.environments import EnvironmentIn, EnvironmentPublic
 from models.errors import NotFound
@@ -14,7 +14,11 @@ router = APIRouter(prefix="/environments", tags=["environments"])
 
 @router.put("/{name}", responses={**error_responses(403, 404, 409), **CREATED_RESPONSE})
 def put_environment(
-    name: str, body: EnvironmentIn, store: StoreDep, who: PrincipalDep, response: Response
+    name: EnvironmentName,
+    body: EnvironmentIn,
+    store: StoreDep,
+    who: PrincipalDep,
+    response: Response,
 ) -> EnvironmentPublic:
     """Define a reusable pool; its first action starts it, charged once at this size.
 
@@ -39,12 +43,14 @@ def list_environments(store: StoreDep, _: PrincipalDep) -> list[EnvironmentPubli
 
 
 @router.get("/{name}", responses=error_responses(404))
-def get_environment(name: str, store: StoreDep, _: PrincipalDep) -> EnvironmentPublic:
+def get_environment(name: EnvironmentName, store: StoreDep, _: PrincipalDep) -> EnvironmentPublic:
     return EnvironmentPublic.of(store.get_environment(name))
 
 
 @router.post("/{name}/stop", responses=error_responses(403, 404, 409))
-def stop_environment(name: str, store: StoreDep, who: PrincipalDep) -> EnvironmentPublic:
+def stop_environment(
+    name: EnvironmentName, store: StoreDep, who: PrincipalDep
+) -> EnvironmentPublic:
     """The pool's containers shut down (an executor's report); its charges are freed."""
     who.require_executor("stop environments")
     return EnvironmentPublic.of(store.stop_environment(name))

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from api.deps import PrincipalDep, TickerDep
+from api.deps import ActionId, PrincipalDep, TickerDep
 from api.errors import error_responses
 from api.explanation_cache import ActionExplanations
 from api.schemas.actions import ActionExplanation
@@ -28,7 +28,7 @@ def get_explanations(request: Request) -> ActionExplanations:
     responses=error_responses(404, 409),
 )
 async def get_explanation(
-    action_id: str,
+    action_id: ActionId,
     explanations: Annotated[ActionExplanations, Depends(get_explanations)],
     ticker: TickerDep,
     _: PrincipalDep,

@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from api.deps import CREATED_RESPONSE, PrincipalDep, StoreDep, TickerDep, created, exists
+from api.deps import (
+    CREATED_RESPONSE,
+    JobQueueName,
+    PolicyName,
+    PrincipalDep,
+    ServiceEnvironmentName,
+    ShareName,
+    StoreDep,
+    TickerDep,
+    created,
+    exists,
+)
 from api.errors import error_responses
 from api.schemas.job_queues import (
     JobQueueCreate,
@@ -35,7 +46,11 @@ routers = (policies, environments, router)
 
 @policies.put("/{name}", responses={**error_responses(403), **CREATED_RESPONSE})
 def put_scheduling_policy(
-    name: str, body: SchedulingPolicyIn, store: StoreDep, who: PrincipalDep, response: Response
+    name: PolicyName,
+    body: SchedulingPolicyIn,
+    store: StoreDep,
+    who: PrincipalDep,
+    response: Response,
 ) -> SchedulingPolicy:
     """Create or replace a policy; only one with a quota_share_policy serves quota shares."""
     who.require_admin("define scheduling policies")
@@ -52,14 +67,14 @@ def list_scheduling_policies(store: StoreDep, _: PrincipalDep) -> list[Schedulin
 
 
 @policies.get("/{name}", responses=error_responses(404))
-def get_scheduling_policy(name: str, store: StoreDep, _: PrincipalDep) -> SchedulingPolicy:
+def get_scheduling_policy(name: PolicyName, store: StoreDep, _: PrincipalDep) -> SchedulingPolicy:
     return store.get_scheduling_policy(name)
 
 
 @policies.delete(
     "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404, 409)
 )
-def delete_scheduling_policy(name: str, store: StoreDep, who: PrincipalDep) -> None:
+def delete_scheduling_policy(name: PolicyName, store: StoreDep, who: PrincipalDep) -> None:
     """Refused (FAILED_PRECONDITION) while a job queue uses it."""
     who.require_admin("delete scheduling policies")
     store.delete_scheduling_policy(name)
@@ -67,7 +82,11 @@ def delete_scheduling_policy(name: str, store: StoreDep, who: PrincipalDep) -> N
 
 @environments.put("/{name}", responses={**error_responses(403), **CREATED_RESPONSE})
 def put_service_environment(
-    name: str, body: ServiceEnvironmentIn, store: StoreDep, who: PrincipalDep, response: Response
+    name: ServiceEnvironmentName,
+    body: ServiceEnvironmentIn,
+    store: StoreDep,
+    who: PrincipalDep,
+    response: Response,
 ) -> ServiceEnvironment:
     """Create or replace an environment's capacity limits (per instance type).
 
@@ -86,14 +105,18 @@ def list_service_environments(store: StoreDep, _: PrincipalDep) -> list[ServiceE
 
 
 @environments.get("/{name}", responses=error_responses(404))
-def get_service_environment(name: str, store: StoreDep, _: PrincipalDep) -> ServiceEnvironment:
+def get_service_environment(
+    name: ServiceEnvironmentName, store: StoreDep, _: PrincipalDep
+) -> ServiceEnvironment:
     return store.get_service_environment(name)
 
 
 @environments.delete(
     "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404, 409)
 )
-def delete_service_environment(name: str, store: StoreDep, who: PrincipalDep) -> None:
+def delete_service_environment(
+    name: ServiceEnvironmentName, store: StoreDep, who: PrincipalDep
+) -> None:
     """Refused (FAILED_PRECONDITION) while a job queue runs on it."""
     who.require_admin("delete service environments")
     store.delete_service_environment(name)
@@ -116,14 +139,16 @@ def list_job_queues(store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> list
 
 
 @router.get("/{name}", responses=error_responses(404))
-def get_job_queue(name: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> JobQueuePublic:
+def get_job_queue(
+    name: JobQueueName, store: StoreDep, ticker: TickerDep, _: PrincipalDep
+) -> JobQueuePublic:
     """State, status and reason; per share its limits, usage, borrowed, lent and line."""
     return job_queue_view(store, ticker, name)
 
 
 @router.patch("/{name}", responses=error_responses(403, 404, 409))
 def update_job_queue(
-    name: str, body: JobQueueUpdate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+    name: JobQueueName, body: JobQueueUpdate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> JobQueuePublic:
     """Change state, policy, environment or the whole list of shares, from the next tick."""
     who.require_admin("change job queues")
@@ -134,7 +159,7 @@ def update_job_queue(
 @router.delete(
     "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404, 409)
 )
-def delete_job_queue(name: str, store: StoreDep, who: PrincipalDep) -> None:
+def delete_job_queue(name: JobQueueName, store: StoreDep, who: PrincipalDep) -> None:
     """Refused (FAILED_PRECONDITION) while it holds live jobs; its finished jobs stay."""
     who.require_admin("delete job queues")
     store.delete_job_queue(name)
@@ -144,8 +169,8 @@ def delete_job_queue(name: str, store: StoreDep, who: PrincipalDep) -> None:
     "/{name}/shares/{share}", responses={**error_responses(403, 404, 409), **CREATED_RESPONSE}
 )
 def put_quota_share(
-    name: str,
-    share: str,
+    name: JobQueueName,
+    share: ShareName,
     body: QuotaShareIn,
     store: StoreDep,
     ticker: TickerDep,
@@ -170,8 +195,8 @@ def put_quota_share(
 
 @router.patch("/{name}/shares/{share}", responses=error_responses(403, 404, 409))
 def update_quota_share(
-    name: str,
-    share: str,
+    name: JobQueueName,
+    share: ShareName,
     body: QuotaShareUpdate,
     store: StoreDep,
     ticker: TickerDep,
@@ -196,7 +221,9 @@ def update_quota_share(
     status_code=status.HTTP_204_NO_CONTENT,
     responses=error_responses(403, 404, 409),
 )
-def delete_quota_share(name: str, share: str, store: StoreDep, who: PrincipalDep) -> None:
+def delete_quota_share(
+    name: JobQueueName, share: ShareName, store: StoreDep, who: PrincipalDep
+) -> None:
     """Remove a share without live jobs (a queue keeps at least one)."""
     who.require_admin("change job queues")
 

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from api.deps import (
     NEXT_PAGE_RESPONSE,
+    JobId,
     ListingDep,
     PrincipalDep,
     StoreDep,
@@ -72,12 +73,12 @@ def list_jobs(
 
 
 @router.get("/{job_id}", responses=error_responses(404))
-def get_job(job_id: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> JobPublic:
+def get_job(job_id: JobId, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> JobPublic:
     return JobPublic.of(store.get_job(job_id), _last_tick(ticker))
 
 
 @router.post("/{job_id}/cancel", responses=error_responses(403, 404, 409))
-def cancel_job(job_id: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> JobPublic:
+def cancel_job(job_id: JobId, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> JobPublic:
     """A queued job leaves its line; a scheduled or running one frees its instances."""
     who.require_queue(store.get_job(job_id).job.job_queue, "cancel")
     return JobPublic.of(store.cancel_job(job_id, datetime.now(UTC)), _last_tick(ticker))
@@ -85,7 +86,7 @@ def cancel_job(job_id: str, store: StoreDep, ticker: TickerDep, who: PrincipalDe
 
 @router.post("/{job_id}/report", responses=error_responses(403, 404, 409))
 def report_job(
-    job_id: str, body: JobReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+    job_id: JobId, body: JobReport, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> JobPublic:
     """An executor's report: starting (it starts the containers), started, succeeded or
     failed. Finishing frees the instances."""

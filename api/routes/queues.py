@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from api.deps import PrincipalDep, StoreDep, TickerDep, created
+from api.deps import PrincipalDep, QueueName, StoreDep, TickerDep, created
 from api.errors import error_responses
 from api.moves import parse_filter, refuse_infeasible
 from api.schemas.actions import Moved, QueueMove
@@ -42,14 +42,14 @@ def list_queues(
 
 
 @router.get("/{name}", responses=error_responses(404))
-def get_queue(name: str, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> QueuePublic:
+def get_queue(name: QueueName, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> QueuePublic:
     """A blocked strict_fifo head comes with the explanation its tick computed (no solve)."""
     return queue_view(store, ticker, name)
 
 
 @router.patch("/{name}", responses=error_responses(403, 404))
 def update_queue(
-    name: str, body: QueueUpdate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+    name: QueueName, body: QueueUpdate, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 ) -> QueuePublic:
     """Changes apply to the live queue from the next tick on."""
     who.require_admin("change queues")
@@ -58,7 +58,9 @@ def update_queue(
 
 
 @router.post("/{name}/drain", responses=error_responses(403, 404))
-def drain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> QueuePublic:
+def drain_queue(
+    name: QueueName, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> QueuePublic:
     """Accept nothing new; what the queue holds still runs."""
     who.require_admin("drain queues")
     store.set_draining(name, True)
@@ -66,7 +68,9 @@ def drain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep
 
 
 @router.post("/{name}/undrain", responses=error_responses(403, 404))
-def undrain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalDep) -> QueuePublic:
+def undrain_queue(
+    name: QueueName, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> QueuePublic:
     """Accept submissions again."""
     who.require_admin("undrain queues")
     store.set_draining(name, False)
@@ -74,7 +78,7 @@ def undrain_queue(name: str, store: StoreDep, ticker: TickerDep, who: PrincipalD
 
 
 @router.post("/{name}/move", responses=error_responses(403, 404, 409, 429))
-def move_queue(name: str, body: QueueMove, store: StoreDep, who: PrincipalDep) -> Moved:
+def move_queue(name: QueueName, body: QueueMove, store: StoreDep, who: PrincipalDep) -> Moved:
     """Move the queue's waiting actions (those `where` keeps) to queue `to`, all or none,
     keeping their arrival order; rights on both queues are needed."""
     who.require_queue(name, "move actions from")
@@ -93,7 +97,7 @@ def move_queue(name: str, body: QueueMove, store: StoreDep, who: PrincipalDep) -
     status_code=status.HTTP_204_NO_CONTENT,
     responses=error_responses(403, 404, 409),
 )
-def delete_queue(name: str, store: StoreDep, who: PrincipalDep) -> None:
+def delete_queue(name: QueueName, store: StoreDep, who: PrincipalDep) -> None:
     """Only an empty queue can go; the default queue always stays."""
     who.require_admin("delete queues")
     store.delete_queue(name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from api.auth import Principal
-from api.deps import PrincipalDep, StoreDep, created
+from api.deps import PrincipalDep, StoreDep, TaskName, created
 from api.errors import error_responses
 from api.schemas.tasks import TaskCreate, TaskPublic
 from models.tasks import TaskTemplate
@@ -41,14 +41,14 @@ def list_tasks(store: StoreDep, _: PrincipalDep) -> list[TaskPublic]:
 
 
 @router.get("/{name}", responses=error_responses(404))
-def get_task(name: str, store: StoreDep, _: PrincipalDep) -> TaskPublic:
+def get_task(name: TaskName, store: StoreDep, _: PrincipalDep) -> TaskPublic:
     return TaskPublic.of(store.get_task(name))
 
 
 @router.delete(
     "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404)
 )
-def delete_task(name: str, store: StoreDep, who: PrincipalDep) -> None:
+def delete_task(name: TaskName, store: StoreDep, who: PrincipalDep) -> None:
     """Actions submitted from it keep what they were given."""
     _require_rights(who, store.get_task(name), f"delete task {name}, which is")
     store.delete_task(name)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, status
 
 from api.auth import Principal
-from api.deps import PrincipalDep, StoreDep
+from api.deps import PrincipalDep, StoreDep, TriggerName
 from api.errors import error_responses
 from api.schemas.triggers import TriggerCreate, TriggerPublic, TriggerUpdate
 from api.store.records import Store
@@ -33,7 +33,7 @@ def list_triggers(store: StoreDep, _: PrincipalDep) -> list[TriggerPublic]:
 
 
 @router.get("/{name}", responses=error_responses(404))
-def get_trigger(name: str, store: StoreDep, _: PrincipalDep) -> TriggerPublic:
+def get_trigger(name: TriggerName, store: StoreDep, _: PrincipalDep) -> TriggerPublic:
     """Its schedule, next time and history of firings (newest first)."""
     return TriggerPublic.of(store.get_trigger(name))
 
@@ -48,21 +48,21 @@ def _change(store: Store, who: Principal, name: str, new: Trigger) -> TriggerPub
 
 @router.patch("/{name}", responses=error_responses(403, 404))
 def update_trigger(
-    name: str, body: TriggerUpdate, store: StoreDep, who: PrincipalDep
+    name: TriggerName, body: TriggerUpdate, store: StoreDep, who: PrincipalDep
 ) -> TriggerPublic:
     """A changed schedule plans its next time again from now."""
     return _change(store, who, name, body.apply(store.get_trigger(name).trigger))
 
 
 @router.post("/{name}/pause", responses=error_responses(403, 404))
-def pause_trigger(name: str, store: StoreDep, who: PrincipalDep) -> TriggerPublic:
+def pause_trigger(name: TriggerName, store: StoreDep, who: PrincipalDep) -> TriggerPublic:
     """No firing until resumed; times passing meanwhile are not caught up."""
     current = store.get_trigger(name).trigger
     return _change(store, who, name, current.model_copy(update={"paused": True}))
 
 
 @router.post("/{name}/resume", responses=error_responses(403, 404))
-def resume_trigger(name: str, store: StoreDep, who: PrincipalDep) -> TriggerPublic:
+def resume_trigger(name: TriggerName, store: StoreDep, who: PrincipalDep) -> TriggerPublic:
     """Fire again from the next scheduled time after now."""
     current = store.get_trigger(name).trigger
     return _change(store, who, name, current.model_copy(update={"paused": False}))
@@ -71,7 +71,7 @@ def resume_trigger(name: str, store: StoreDep, who: PrincipalDep) -> TriggerPubl
 @router.delete(
     "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404)
 )
-def delete_trigger(name: str, store: StoreDep, who: PrincipalDep) -> None:
+def delete_trigger(name: TriggerName, store: StoreDep, who: PrincipalDep) -> None:
     """The trigger and its history go; the runs it submitted stay."""
     who.require_queue(store.get_trigger(name).trigger.queue, f"delete trigger {name}, which is")
     store.delete_trigger(name)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
-from api.deps import PrincipalDep, StoreDep, TickerDep
+from api.deps import PrincipalDep, QueueName, StoreDep, TickerDep
 from api.errors import error_responses
 from api.ticker import TickLoop
 from api.views import queue_view, queue_views
@@ -103,7 +103,7 @@ EVENT_STREAM: dict[int | str, dict[str, Any]] = {
     responses={**EVENT_STREAM, **error_responses(404, 429)},
 )
 async def watch_queue(
-    name: str,
+    name: QueueName,
     store: StoreDep,
     ticker: TickerDep,
     watchers: WatchersDep,

@@ -115,16 +115,16 @@ def _undescribed(node: Any, where: str) -> list[str]:
 
 def test_every_field_of_every_schema_is_described(tmp_path: Path) -> None:
     """Issue 17: "descriptions on schema fields". Every property of every request and
-    response body (and of what they hold), and every query parameter, says what it means, so
-    the document alone is enough to write a client."""
+    response body (and of what they hold), and every query and path parameter, says what it
+    means, so the document alone is enough to write a client."""
     document = _document(tmp_path)
     assert _undescribed(document, "") == []
     assert _undescribed({"properties": {"x": {"type": "string"}}}, "probe") == ["probe.x"]
-    queries = [
+    parameters = [
         f"{method.upper()} {path} {parameter['name']}"
         for path, operations in document["paths"].items()
         for method, operation in operations.items()
         for parameter in operation.get("parameters", [])
-        if parameter["in"] == "query" and not parameter.get("description")
+        if not parameter.get("description")
     ]
-    assert queries == []
+    assert parameters == []
