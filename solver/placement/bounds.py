@@ -75,6 +75,11 @@ class RoomBounds:
         clusters = self._clusters(queue, items)
         return all(self._refuted_in(cluster, items) for cluster in clusters)
 
+    def confined(self, queue: int, items: list[Item], pools: frozenset[int]) -> bool:
+        """Whether every container of the unit may only ever be placed on `pools`."""
+        clusters = self._clusters(queue, items)
+        return all(pools.issuperset(self._eligible_pools(item, clusters)) for item in items)
+
     def _clusters(self, queue: int, items: list[Item]) -> list[int]:
         """The clusters a unit may choose: routed, and each container has a pool there."""
         routed = self.problem.queues[queue].clusters

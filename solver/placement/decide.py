@@ -268,24 +268,50 @@ class Decider:
         device cap the move of untyped GPUs might have lifted); and whether that is proven.
         """
         if len(ledger.admitted) + len(ledger.env_started) <= EXACT_NEIGHBOURHOOD_UNITS:
-            scopes: list[Scope | None] = [None]
-        else:
-            scopes = [
-                scope
-                for c in clusters
-                if (scope := self._local_scope(ledger, items, c)) is not None
-            ]
-        proven = scopes == [None]
-        for scope in scopes:
-            solution, complete = self._solve_in(ledger, action, items, scope)
+            solution, proven = self._solve_in(ledger, action, items, None, exact=True)
             if solution is not None:
                 return solution, True
-            proven = proven and complete
             if self.budget.limit_hit:
                 return OUT_OF_TIME, False
+        else:
+            proven = True
+            for c in clusters:
+                scope = self._local_scope(ledger, items, c)
+                # A "no" in a closed neighbourhood (none of its units can go elsewhere) is
+                # a "no" for every repacking; one without room for the action as well.
+                closed = self._closed(ledger, action, items, c)
+                if scope is None:
+                    proven = proven and closed
+                    continue
+                solution, exact = self._solve_in(ledger, action, items, scope, exact=closed)
+                if solution is not None:
+                    return solution, True
+                proven = proven and exact
+                if self.budget.limit_hit:
+                    return OUT_OF_TIME, False
         if not proven:
             self.stats.unproven_refusals += 1
         return refusal or NO_ROOM, proven
+
+    def _closed(self, ledger: Plan, action: ActionInfo, items: list[Item], cluster: int) -> bool:
+        """Whether every decided unit on the action's pools of `cluster` may only ever be
+        placed on those pools, and no untyped GPU there meets a device cap (whose charge
+        would then depend on where units outside move)."""
+        pools = frozenset(p for item in items for p in item.pools[cluster])
+        if self._meets_device_caps(action.queue, items):
+            return False
+        keys = set().union(*(ledger.pool_units.get(p, set()) for p in pools))
+        for key in keys:
+            queue, unit_items, _ = ledger.unit(key)
+            if self._meets_device_caps(queue, unit_items):
+                return False
+            if not self.bounds.confined(queue, unit_items, pools):
+                return False
+        return True
+
+    def _meets_device_caps(self, queue: int, items: list[Item]) -> bool:
+        caps = self.problem.queues[queue].caps
+        return any(item.untyped for item in items) and bool(caps.of_kind(ResourceKind.DEVICE))
 
     def _local_scope(self, ledger: Plan, items: list[Item], cluster: int) -> Scope | None:
         """The pools of one cluster the action may use, when their free room could hold it."""
@@ -304,10 +330,12 @@ class Decider:
         action: ActionInfo,
         items: list[Item],
         scope: Scope | None,
+        exact: bool,
     ) -> tuple[Plan | None, bool]:
         """One model: the action plus the decided units that may move within `scope`.
 
-        Returns the new ledger when the action fits, and whether a "no" is a proof.
+        Returns the new ledger when the action fits, and whether a "no" is a proof (`exact`:
+        the model's "no" answers for every repacking).
         """
         if scope is None:
             units = ledger.units()
@@ -361,7 +389,7 @@ class Decider:
             return ledger, True
         if status is Feasibility.UNKNOWN and scope is None:
             self.budget.limit_hit = True
-        return None, status is Feasibility.INFEASIBLE and scope is None
+        return None, status is Feasibility.INFEASIBLE and exact
 
     def _may_fit(self, items: list[Item], clusters: list[int]) -> bool:
         """A necessary bound: every container fits some node once this tick's work is gone."""

@@ -13,8 +13,11 @@ import random
 
 import pytest
 
+import solver.placement.decide
+from solver import TickOptions, tick
 from solver.placement.bounds import RoomBounds
 from solver.placement.problem import Item, compile_snapshot
+from tests.solver.placement.test_oracle import Outcome, expected_outcomes
 from tests.support.generate import PACKING, SMALL, Size, random_snapshot
 from tests.support.oracle import decide
 
@@ -53,3 +56,24 @@ def _to_place(envs: list, env: int | None, items: list[Item], started: set[int])
     if env is None:
         return items
     return [] if envs[env].running or env in started else envs[env].items
+
+
+@pytest.mark.slow
+def test_a_tick_of_local_checks_that_reports_every_refusal_proven_is_the_oracles_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # docs/engine/exactness.md: a check that lets only the action's neighbourhood move proves
+    # a "no" only where the bounds or a closed neighbourhood do; then the tick is exact. With
+    # every check local (as above 60 placed units), a tick reporting no unproven refusal must
+    # admit what the oracle admits.
+    monkeypatch.setattr(solver.placement.decide, "EXACT_NEIGHBOURHOOD_UNITS", 0)
+    exact = 0
+    for seed in range(INSTANCES):
+        snapshot = random_snapshot(random.Random(seed), PACKING)
+        result = tick(snapshot, TickOptions(time_limit_s=5.0))
+        if result.solver.unproven_refusals or result.solver.limit_hit:
+            continue
+        exact += 1
+        outcome = Outcome.of_result(result)
+        assert outcome in expected_outcomes(snapshot), f"seed {seed}: {outcome}"
+    assert exact > INSTANCES // 2, exact
