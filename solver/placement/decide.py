@@ -27,6 +27,7 @@ from solver.placement.best_fit import (
     behind_head,
     placement_may_lift,
 )
+from solver.placement.bounds import RoomBounds
 from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
 from solver.placement.failfast import Failure
 from solver.placement.plan import NodeAssignment, Plan, Refusal
@@ -89,6 +90,7 @@ class DecideStats:
     model_solves: int = 0
     largest_model_variables: int = 0
     unproven_refusals: int = 0
+    bound_refusals: int = 0  # refusals the bounds proved without a model
     build_s: float = 0.0  # wall time building placement models
     solve_s: float = 0.0  # wall time in CP-SAT
 
@@ -106,6 +108,7 @@ class Decider:
         self.over_depth = over_depth
         self.budget = budget
         self.stats = DecideStats()
+        self.bounds = RoomBounds(problem)
 
     def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
@@ -121,7 +124,9 @@ class Decider:
         self.stats.contested = len(outcome.contested)
         heads = {q: h for q, h in outcome.heads.items() if h < first}
         ledger = _ledger(self.problem, plan, {i for i in plan.admitted if i < first})
-        shapes: dict[tuple, list[tuple[int, ...]]] = {}
+        for queue, items, _ in ledger.units().values():
+            self.bounds.admit(queue, items)
+        shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]] = {}
         contested = set(outcome.contested)
         # Until a model admits something best-fit could not, the walk repeats the best-fit
         # pass exactly, so its admissions and refusals are taken as they are.
@@ -134,7 +139,7 @@ class Decider:
                     heads.setdefault(action.queue, i)
                 continue
             if replaying and i in plan.admitted:
-                ledger.admit(action, _placement_in(plan, action, ledger))
+                self._admit(ledger, action, _placement_in(plan, action, ledger))
                 continue
             refusals.pop(i, None)
             verdict = self._cheap_verdict(ledger, action, heads, shapes)
@@ -170,7 +175,7 @@ class Decider:
         self,
         ledger: Plan,
         action: ActionInfo,
-        shapes: dict[tuple, list[tuple[int, ...]]],
+        shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]],
         try_best_fit: bool,
     ) -> Plan | Refusal:
         """Admit `action` into the ledger (best-fit, else the model), or say why not."""
@@ -182,22 +187,30 @@ class Decider:
         best_fit = try_best_fit and items and not capped
         placement = ledger.find_placement(action) if best_fit else None
         if placement is not None or not items:
-            ledger.admit(action, placement)
+            self._admit(ledger, action, placement)
             return ledger
         clusters = ledger.candidate_clusters(items, action.queue)
-        fits = self._may_fit(items, clusters)
-        if self.budget.exhausted():
+        if not self._may_fit(items, clusters) or self.bounds.refutes(action.queue, items):
+            self.stats.bound_refusals += 1
+            checked: Plan | Refusal = capped or NO_ROOM
+            proven = True
+        elif self.budget.exhausted():
             # Past the time limit best-fit has the last word; "no room" is said only where a
             # bound proves it.
-            return capped or (OUT_OF_TIME if fits else NO_ROOM)
-        checked = (
-            self._check(ledger, action, items, clusters, capped) if fits else capped or NO_ROOM
-        )
+            return capped or OUT_OF_TIME
+        else:
+            checked, proven = self._check(ledger, action, items, clusters, capped)
         if isinstance(checked, Refusal):
             shape = _shape(action.queue, items)
             if shape is not None and checked.reason is WaitReason.CLUSTER_ROOM:
-                shapes.setdefault(shape[0], []).append(shape[1])
+                shapes.setdefault(shape[0], []).append((shape[1], proven))
         return checked
+
+    def _admit(self, ledger: Plan, action: ActionInfo, placement: NodeAssignment | None) -> None:
+        """Admit `action` into the ledger, and count what it places in the bounds."""
+        if placement is not None:
+            self.bounds.admit(action.queue, ledger.items_to_place(action))
+        ledger.admit(action, placement)
 
     def _members(self, plan: Plan, outcome: PassVerdicts, first: int) -> set[int]:
         """Every admission, and every later action whose refusal is not already final.
@@ -233,7 +246,7 @@ class Decider:
         ledger: Plan,
         action: ActionInfo,
         heads: dict[int, int],
-        infeasible_shapes: dict[tuple, list[tuple[int, ...]]],
+        infeasible_shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]],
     ) -> Refusal | None:
         """A refusal provable without the model, or None when the model must be asked."""
         if action.queue in heads:
@@ -247,9 +260,14 @@ class Decider:
             if hard is not None:
                 return hard
         shape = _shape(action.queue, ledger.items_to_place(action))
-        if shape is not None and _dominated(infeasible_shapes.get(shape[0], []), shape[1]):
-            return refusal or NO_ROOM
-        return None
+        if shape is None:
+            return None
+        proven = _dominated(infeasible_shapes.get(shape[0], []), shape[1])
+        if proven is None:
+            return None
+        if not proven:
+            self.stats.unproven_refusals += 1  # as unproven as the refusal it follows
+        return refusal or NO_ROOM
 
     def _check(
         self,
@@ -258,31 +276,57 @@ class Decider:
         items: list[Item],
         clusters: list[int],
         refusal: Refusal | None,
-    ) -> Plan | Refusal:
+    ) -> tuple[Plan | Refusal, bool]:
         """Place `action` with the decided admissions, moving those that share its nodes.
 
         The ledger with `action` admitted when it fits, else why it does not (`refusal`: a
-        device cap the move of untyped GPUs might have lifted).
+        device cap the move of untyped GPUs might have lifted); and whether that is proven.
         """
         if len(ledger.admitted) + len(ledger.env_started) <= EXACT_NEIGHBOURHOOD_UNITS:
-            scopes: list[Scope | None] = [None]
-        else:
-            scopes = [
-                scope
-                for c in clusters
-                if (scope := self._local_scope(ledger, items, c)) is not None
-            ]
-        proven = scopes == [None]
-        for scope in scopes:
-            solution, complete = self._solve_in(ledger, action, items, scope)
+            solution, proven = self._solve_in(ledger, action, items, None, exact=True)
             if solution is not None:
-                return solution
-            proven = proven and complete
+                return solution, True
             if self.budget.limit_hit:
-                return OUT_OF_TIME
+                return OUT_OF_TIME, False
+        else:
+            proven = True
+            for c in clusters:
+                scope = self._local_scope(ledger, items, c)
+                # A "no" in a closed neighbourhood (none of its units can go elsewhere) is
+                # a "no" for every repacking; one without room for the action as well.
+                closed = self._closed(ledger, action, items, c)
+                if scope is None:
+                    proven = proven and closed
+                    continue
+                solution, exact = self._solve_in(ledger, action, items, scope, exact=closed)
+                if solution is not None:
+                    return solution, True
+                proven = proven and exact
+                if self.budget.limit_hit:
+                    return OUT_OF_TIME, False
         if not proven:
             self.stats.unproven_refusals += 1
-        return refusal or NO_ROOM
+        return refusal or NO_ROOM, proven
+
+    def _closed(self, ledger: Plan, action: ActionInfo, items: list[Item], cluster: int) -> bool:
+        """Whether every decided unit on the action's pools of `cluster` may only ever be
+        placed on those pools, and no untyped GPU there meets a device cap (whose charge
+        would then depend on where units outside move)."""
+        pools = frozenset(p for item in items for p in item.pools[cluster])
+        if self._meets_device_caps(action.queue, items):
+            return False
+        keys = set().union(*(ledger.pool_units.get(p, set()) for p in pools))
+        for key in keys:
+            queue, unit_items, _ = ledger.unit(key)
+            if self._meets_device_caps(queue, unit_items):
+                return False
+            if not self.bounds.confined(queue, unit_items, pools):
+                return False
+        return True
+
+    def _meets_device_caps(self, queue: int, items: list[Item]) -> bool:
+        caps = self.problem.queues[queue].caps
+        return any(item.untyped for item in items) and bool(caps.of_kind(ResourceKind.DEVICE))
 
     def _local_scope(self, ledger: Plan, items: list[Item], cluster: int) -> Scope | None:
         """The pools of one cluster the action may use, when their free room could hold it."""
@@ -301,10 +345,12 @@ class Decider:
         action: ActionInfo,
         items: list[Item],
         scope: Scope | None,
+        exact: bool,
     ) -> tuple[Plan | None, bool]:
         """One model: the action plus the decided units that may move within `scope`.
 
-        Returns the new ledger when the action fits, and whether a "no" is a proof.
+        Returns the new ledger when the action fits, and whether a "no" is a proof (`exact`:
+        the model's "no" answers for every repacking).
         """
         if scope is None:
             units = ledger.units()
@@ -354,11 +400,11 @@ class Decider:
                 # best-fit memo of requests that found no room (room did not come back).
                 if placement != unit.hint:
                     ledger.move(unit.key, placement)
-            ledger.admit(action, placed)
+            self._admit(ledger, action, placed)
             return ledger, True
         if status is Feasibility.UNKNOWN and scope is None:
             self.budget.limit_hit = True
-        return None, status is Feasibility.INFEASIBLE and scope is None
+        return None, status is Feasibility.INFEASIBLE and exact
 
     def _may_fit(self, items: list[Item], clusters: list[int]) -> bool:
         """A necessary bound: every container fits some node once this tick's work is gone."""
@@ -433,10 +479,18 @@ def _shape(queue: int, items: list[Item]) -> tuple[tuple, tuple[int, ...]] | Non
     return key, tuple(int(v) for item in items for v in item.request)
 
 
-def _dominated(smaller_failures: list[tuple[int, ...]], request: tuple[int, ...]) -> bool:
-    return any(
-        all(r >= s for r, s in zip(request, small, strict=True)) for small in smaller_failures
-    )
+def _dominated(
+    smaller_failures: list[tuple[tuple[int, ...], bool]], request: tuple[int, ...]
+) -> bool | None:
+    """Whether a request no larger found no room: None if none did, else whether one of
+    them was proven (then this one is proven too)."""
+    found: bool | None = None
+    for small, proven in smaller_failures:
+        if all(r >= s for r, s in zip(request, small, strict=True)):
+            if proven:
+                return True
+            found = False
+    return found
 
 
 def _size(units: list[Unit], ledger: Plan, scope: Scope | None) -> int:

@@ -1,0 +1,193 @@
+"""Refusals proven without a model: what no repacking of the decided admissions can free.
+
+Where this tick's admissions sit may change (a model moves them), but which containers
+must be placed does not, and each may only land on the pools it is eligible for (in a
+cluster where every container of its unit has one), next to the running work, which is
+pinned. Relaxing "on one node" to "in one pool" gives, per resource, a transport problem
+from groups of containers (by the pools they may use) to pools (by their capacity): if
+no flow carries every container's demand, no placement exists. Three such flows per
+resource, each a necessary condition:
+
+- volume of size k: the containers requesting k or more, by what they request, into the
+  room of the nodes that could take one (k = 1: all of it);
+- slots of size k: the containers requesting k or more, one each, into how many of them
+  the nodes take side by side (`capacity // k` a node).
+
+An action for which, in every cluster it could use, one of them has no such flow cannot
+be admitted next to the decided admissions: the refusal is a proof. Admissions only add
+demand within one tick (nothing is released), so a refusal proven now holds for the rest
+of the tick, and for any request no smaller with the same eligibility.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from ortools.graph.python.max_flow import SimpleMaxFlow
+
+from solver.placement.problem import GPU_DIM, UNBOUNDED, Item, Problem
+
+# A family of flows: (resource, size k, counting slots rather than volume).
+Family = tuple[int, int, bool]
+SOURCE, SINK = 0, 1  # the flow's nodes; then the groups, then the pools
+
+
+@dataclass
+class _Demand:
+    """What the decided containers ask of one family, per eligibility group."""
+
+    by_group: list[int] = field(default_factory=list)
+
+
+class RoomBounds:
+    """The decided admissions' containers by eligibility, and each pool's capacity."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        pools = problem.pools
+        # Per pool and node: room next to the running work (pinned); every node to full scale.
+        self.capacity = [np.maximum(pool.room - pool.used, 0) for pool in pools]
+        self.declared = np.array(
+            [pool.room < UNBOUNDED for pool in pools], dtype=bool
+        ).reshape(len(pools), len(problem.dims))
+        self.group_of: dict[tuple[int, ...], int] = {}  # eligible pools -> group index
+        self.group_pools: list[np.ndarray] = []
+        self.requests: list[np.ndarray] = []  # per decided container
+        self.container_group: list[int] = []
+        self._families: dict[Family, _Demand] = {}
+        self._room: dict[Family, np.ndarray] = {}
+        self._eligible: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
+
+    def admit(self, queue: int, items: list[Item]) -> None:
+        """Count a decided unit's containers (an action's, or a pool's it starts)."""
+        clusters = self._clusters(queue, items)
+        for item in items:
+            g = self._group(self._eligible_pools(item, clusters))
+            self.requests.append(item.request)
+            self.container_group.append(g)
+            for family, demand in self._families.items():
+                demand.by_group[g] += _amount(item.request, family)
+
+    def refutes(self, queue: int, items: list[Item]) -> bool:
+        """Whether no placement of `items` (one unit of `queue`) exists next to the decided
+        admissions, however they are repacked: a proof, never a guess."""
+        clusters = self._clusters(queue, items)
+        return all(self._refuted_in(cluster, items) for cluster in clusters)
+
+    def confined(self, queue: int, items: list[Item], pools: frozenset[int]) -> bool:
+        """Whether every container of the unit may only ever be placed on `pools`."""
+        clusters = self._clusters(queue, items)
+        return all(pools.issuperset(self._eligible_pools(item, clusters)) for item in items)
+
+    def _clusters(self, queue: int, items: list[Item]) -> list[int]:
+        """The clusters a unit may choose: routed, and each container has a pool there."""
+        routed = self.problem.queues[queue].clusters
+        return [c for c in routed if all(c in item.pools for item in items)]
+
+    def _eligible_pools(self, item: Item, clusters: list[int]) -> tuple[int, ...]:
+        key = (id(item.pools), tuple(clusters))
+        pools = self._eligible.get(key)
+        if pools is None:
+            pools = self._eligible[key] = tuple(sorted(p for c in clusters for p in item.pools[c]))
+        return pools
+
+    def _group(self, pools: tuple[int, ...]) -> int:
+        g = self.group_of.get(pools)
+        if g is None:
+            g = self.group_of[pools] = len(self.group_pools)
+            self.group_pools.append(np.array(pools, dtype=np.int64))
+            for demand in self._families.values():
+                demand.by_group.append(0)
+        return g
+
+    def _refuted_in(self, cluster: int, items: list[Item]) -> bool:
+        """Some family of flows cannot carry the decided containers and `items` placed in
+        `cluster`."""
+        mine = [(self._group(tuple(item.pools[cluster])), item.request) for item in items]
+        for family in self._families_of(items):
+            wanted = [(g, _amount(request, family)) for g, request in mine]
+            if not self._flows(family, wanted):
+                return True
+        return False
+
+    def _families_of(self, items: list[Item]) -> list[Family]:
+        dims = sorted(
+            {d for item in items for d in np.flatnonzero(item.request).tolist()},
+            key=lambda d: (d != GPU_DIM, d),
+        )
+        families: list[Family] = []
+        for d in dims:
+            sizes = sorted({int(item.request[d]) for item in items if item.request[d]})
+            families.append((d, 1, False))
+            # Size 1 adds nothing to the volume flow: a container of k takes k of it.
+            families += [(d, size, slots) for size in sizes if size > 1 for slots in (True, False)]
+        return families
+
+    def _flows(self, family: Family, wanted: list[tuple[int, int]]) -> bool:
+        """Whether one flow carries every decided container's demand and `wanted`."""
+        demand = list(self._demand(family).by_group)
+        for g, amount in wanted:
+            demand[g] += amount
+        groups = np.flatnonzero(np.array(demand, dtype=np.int64))
+        room = self._room_of(family)
+        total = int(sum(demand))
+        if total == 0:
+            return True
+        pools = [self.group_pools[g] for g in groups]
+        counts = np.array([len(p) for p in pools], dtype=np.int64)
+        heads = np.concatenate(pools)
+        group_node = 2 + np.arange(len(groups), dtype=np.int64)
+        pool_base = 2 + len(groups)
+        used_pools = np.unique(heads)
+        flow = SimpleMaxFlow()
+        flow.add_arcs_with_capacity(
+            np.full(len(groups), SOURCE, dtype=np.int64),
+            group_node,
+            np.array([demand[g] for g in groups], dtype=np.int64),
+        )
+        flow.add_arcs_with_capacity(
+            np.repeat(group_node, counts),
+            pool_base + heads,
+            np.full(len(heads), total, dtype=np.int64),
+        )
+        flow.add_arcs_with_capacity(
+            pool_base + used_pools,
+            np.full(len(used_pools), SINK, dtype=np.int64),
+            np.minimum(room[used_pools], total),
+        )
+        if flow.solve(SOURCE, SINK) != SimpleMaxFlow.OPTIMAL:
+            return True  # not decided: no proof
+        return bool(flow.optimal_flow() >= total)
+
+    def _demand(self, family: Family) -> _Demand:
+        demand = self._families.get(family)
+        if demand is None:
+            by_group = [0] * len(self.group_pools)
+            for request, g in zip(self.requests, self.container_group, strict=True):
+                by_group[g] += _amount(request, family)
+            demand = self._families[family] = _Demand(by_group)
+        return demand
+
+    def _room_of(self, family: Family) -> np.ndarray:
+        """Per pool, what its nodes offer the family (unbounded where it declares none)."""
+        room = self._room.get(family)
+        if room is None:
+            dim, size, slots = family
+            offered = []
+            for capacity in self.capacity:
+                column = capacity[:, dim]
+                offered.append(
+                    int((column // size).sum()) if slots else int(column[column >= size].sum())
+                )
+            room = np.where(self.declared[:, dim], np.array(offered, dtype=np.int64), UNBOUNDED)
+            self._room[family] = room
+        return room
+
+
+def _amount(request: np.ndarray, family: Family) -> int:
+    dim, size, slots = family
+    value = int(request[dim])
+    if value < size:
+        return 0
+    return 1 if slots else value
