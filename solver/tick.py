@@ -19,7 +19,7 @@ from solver.placement.decide import Decider, ModelCheckBudget
 from solver.placement.decode import decode
 from solver.placement.failfast import fail_fast
 from solver.placement.plan import Plan
-from solver.placement.problem import GPU_DIM, Problem, compile_snapshot
+from solver.placement.problem import GPU_DIM, CompileCache, Problem, compile_snapshot
 from solver.quota.tick import QuotaOptions, quota_tick
 
 
@@ -43,21 +43,25 @@ class TickOptions:
     first_fit: bool = False
 
 
-def tick(snapshot: Snapshot, options: TickOptions | None = None) -> TickResult:
-    """Decide one tick: which pending actions run now, where, and why the others do not."""
+def tick(
+    snapshot: Snapshot, options: TickOptions | None = None, kept: CompileCache | None = None
+) -> TickResult:
+    """Decide one tick: which pending actions run now, where, and why the others do not.
+    `kept` carries compiled work from one tick of a simulation to the next
+    (solver.placement.problem.CompileCache)."""
     # A tick makes many short-lived objects and no cycles worth collecting; without this the
     # collector walks the snapshot's large object graph again and again (measured: up to 15%
     # of a 10,000-action tick).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _tick(snapshot, options or TickOptions())
+        return _tick(snapshot, options or TickOptions(), kept)
     finally:
         if collecting:
             gc.enable()
 
 
-def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
+def _tick(snapshot: Snapshot, options: TickOptions, kept: CompileCache | None) -> TickResult:
     started = time.perf_counter()
     phases: dict[str, float] = {}
     mark = started
@@ -68,7 +72,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> TickResult:
         phases[name] = now - mark
         mark = now
 
-    problem = compile_snapshot(snapshot)
+    problem = compile_snapshot(snapshot, kept)
     lap("snapshot")
     failures = fail_fast(problem)
     deep = over_depth(problem, failures)
