@@ -19,7 +19,7 @@ from solver.placement.decide import Decider, ModelCheckBudget
 from solver.placement.decode import decode
 from solver.placement.failfast import fail_fast
 from solver.placement.plan import Plan
-from solver.placement.problem import GPU_DIM, Problem, compile_snapshot
+from solver.placement.problem import GPU_DIM, CompileCache, Problem, compile_snapshot
 from solver.placement.resume import TickState
 from solver.quota.tick import QuotaOptions, quota_tick
 
@@ -44,13 +44,17 @@ class TickOptions:
     first_fit: bool = False
 
 
-def tick(snapshot: Snapshot, options: TickOptions | None = None) -> TickResult:
-    """Decide one tick: which pending actions run now, where, and why the others do not."""
-    return tick_with_state(snapshot, options)[0]
+def tick(
+    snapshot: Snapshot, options: TickOptions | None = None, kept: CompileCache | None = None
+) -> TickResult:
+    """Decide one tick: which pending actions run now, where, and why the others do not.
+    `kept` carries compiled work from one tick of a simulation to the next
+    (solver.placement.problem.CompileCache)."""
+    return tick_with_state(snapshot, options, kept)[0]
 
 
 def tick_with_state(
-    snapshot: Snapshot, options: TickOptions | None = None
+    snapshot: Snapshot, options: TickOptions | None = None, kept: CompileCache | None = None
 ) -> tuple[TickResult, TickState]:
     """The tick, and its compiled problem and decisions to resume from
     (solver.placement.resume: explanations prove their suggestions that way)."""
@@ -60,13 +64,15 @@ def tick_with_state(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _tick(snapshot, options or TickOptions())
+        return _tick(snapshot, options or TickOptions(), kept)
     finally:
         if collecting:
             gc.enable()
 
 
-def _tick(snapshot: Snapshot, options: TickOptions) -> tuple[TickResult, TickState]:
+def _tick(
+    snapshot: Snapshot, options: TickOptions, kept: CompileCache | None
+) -> tuple[TickResult, TickState]:
     started = time.perf_counter()
     phases: dict[str, float] = {}
     mark = started
@@ -77,7 +83,7 @@ def _tick(snapshot: Snapshot, options: TickOptions) -> tuple[TickResult, TickSta
         phases[name] = now - mark
         mark = now
 
-    problem = compile_snapshot(snapshot)
+    problem = compile_snapshot(snapshot, kept)
     lap("snapshot")
     failures = fail_fast(problem)
     deep = over_depth(problem, failures)

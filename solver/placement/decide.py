@@ -161,7 +161,7 @@ class Decider:
         ledger: Plan,
         action: ActionInfo,
         heads: dict[int, int],
-        shapes: dict[tuple, list[tuple[int, ...]]],
+        shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]],
     ) -> Plan | Refusal:
         """One action's turn, as the walk gives it once it differs from best-fit: the ledger
         with `action` admitted (decided admissions may have moved), or why not. For a walk

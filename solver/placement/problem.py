@@ -26,7 +26,15 @@ import numpy as np
 from models.devices import NVIDIA_GPU
 from models.quantity import CPU, MEMORY
 from models.resources import EMPTY, UNTYPED_GPU, ResourceVector
-from models.snapshot import ActionState, Container, NodePool, Placement, Scheduling, Snapshot
+from models.snapshot import (
+    Action,
+    ActionState,
+    Container,
+    NodePool,
+    Placement,
+    Scheduling,
+    Snapshot,
+)
 
 CPU_DIM, MEMORY_DIM, GPU_DIM = 0, 1, 2
 UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not declare
@@ -187,8 +195,9 @@ class Problem:
         return False
 
 
-def compile_snapshot(snapshot: Snapshot) -> Problem:
-    """Index the snapshot; pending actions are put in global order (priority, then arrival)."""
+def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Problem:
+    """Index the snapshot; pending actions are put in global order (priority, then arrival).
+    With `kept`, what an earlier snapshot of the same fleet compiled is reused."""
     extras = sorted(
         {r for c in snapshot.clusters for p in c.node_pools for r in p.node.resources}
         - {CPU, MEMORY}
@@ -196,7 +205,8 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
     dims = [CPU, MEMORY, "gpu", *extras]
     pools, pools_of_cluster = _compile_pools(snapshot, dims)
     queues = _compile_queues(snapshot)
-    items = _ItemMaker(dims, pools, snapshot.settings.default_gpu_type)
+    kept = kept or CompileCache()
+    items = kept.item_maker(snapshot, dims, pools, queues)
     queue_of = {q.name: q for q in queues}
     pool_of = {(pool.cluster, pool.name): pool for pool in pools}
     cluster_of = {c.name: i for i, c in enumerate(snapshot.clusters)}
@@ -231,14 +241,14 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         # An action that joined a running pool holds a slot but no room: the pool holds that.
         if action.environment is None and action.placement is not None:
             try:
-                placed = items.of(action.containers, queue)
+                placed, demand = kept.running(action, queue, items)
             except (ArithmeticError, ValueError) as error:
                 # It runs whatever the engine thinks of it; what it holds cannot be counted.
                 _rejected(f"running action {action.id}", error, "what it holds is not counted")
                 continue
-            demand = _demand(action.containers, placed)
             cluster = cluster_of[action.placement.cluster]
             _charge_running(queue, demand, placed, action.placement, cluster, pool_of)
+    kept.forget_ended()
     pending.sort(key=lambda entry: entry[:3])
 
     actions = []
@@ -396,6 +406,53 @@ def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
         )
         for q, spec in enumerate(snapshot.queues)
     ]
+
+
+class CompileCache:
+    """What compile_snapshot keeps between the snapshots of one simulation (a replay's or a
+    forecast's ticks), where the fleet stays while work comes and goes: the container shapes
+    matched to node pools, and each running action's items and charge, compiled when it
+    starts instead of at every tick. A snapshot of another fleet (its clusters, queues'
+    routing and caps, placement dimensions or default GPU type) starts it afresh; a running
+    action is known by identity, so a changed copy is compiled again."""
+
+    def __init__(self) -> None:
+        self._fleet: tuple[object, ...] | None = None
+        self._clusters: object = None  # held, so the id in the fleet's key stays its own
+        self._items: _ItemMaker | None = None
+        self._running: dict[str, tuple[Action, list[Item], ResourceVector]] = {}
+        self._seen: dict[str, tuple[Action, list[Item], ResourceVector]] = {}
+
+    def item_maker(
+        self, snapshot: Snapshot, dims: list[str], pools: list[PoolInfo], queues: list[QueueInfo]
+    ) -> _ItemMaker:
+        default_type = snapshot.settings.default_gpu_type
+        fleet = (
+            id(snapshot.clusters),
+            default_type,
+            tuple(dims),
+            tuple((q.name, tuple(q.clusters), tuple(q.caps.items())) for q in queues),
+        )
+        if self._items is None or fleet != self._fleet:
+            self._fleet, self._clusters = fleet, snapshot.clusters
+            self._items = _ItemMaker(dims, pools, default_type)
+            self._running = {}
+        return self._items
+
+    def running(
+        self, action: Action, queue: QueueInfo, items: _ItemMaker
+    ) -> tuple[list[Item], ResourceVector]:
+        """The running action's items and what it charges its queue."""
+        known = self._running.get(action.id)
+        if known is None or known[0] is not action:
+            placed = items.of(action.containers, queue)
+            known = (action, placed, _demand(action.containers, placed))
+        self._seen[action.id] = known
+        return known[1], known[2]
+
+    def forget_ended(self) -> None:
+        """Keep only the running actions of the snapshot just compiled."""
+        self._running, self._seen = self._seen, {}
 
 
 class _ItemMaker:

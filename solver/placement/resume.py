@@ -124,7 +124,7 @@ def resume(
         if i not in absent and line.queues[line.actions[i].queue].strict:
             heads.setdefault(line.actions[i].queue, i)
     refusals: dict[int, Refusal] = {}
-    shapes: dict[tuple, list[tuple[int, ...]]] = {}
+    shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]] = {}
     let_in: list[int] = []
     displaced: list[int] = []
     opened: set[int] = set()  # queues whose strict head the change let in

@@ -23,6 +23,7 @@ from models.errors import InvalidInput
 from models.result import TickResult
 from models.snapshot import Action, ActionState, Container, Snapshot
 from models.trace import TraceRow
+from solver.placement.problem import CompileCache
 from solver.tick import TickOptions, tick
 
 SUCCEEDED = "succeeded"
@@ -106,6 +107,7 @@ class Simulation:
         self.environments = {env.name: env for env in fleet.environments}
         self.queued: list[Action] = []
         self.running: dict[str, Running] = {}
+        self.compiled = CompileCache()  # running work is compiled once, when it starts
 
     @classmethod
     def of(cls, snapshot: Snapshot, options: TickOptions, run_time: RunTime) -> Simulation:
@@ -139,7 +141,7 @@ class Simulation:
         return due
 
     def tick(self, now: datetime) -> TickResult:
-        result = tick(self.snapshot(now), self.options)
+        result = tick(self.snapshot(now), self.options, self.compiled)
         self.apply(result)
         return result
 

@@ -10,9 +10,9 @@ import pytest
 from models.scenario import snapshot_from_dict
 from models.snapshot import Snapshot
 from models.trace import TraceRow
-from solver.replay.simulate import ReplayOptions, replay
+from solver.replay.simulate import ReplayOptions, Simulation, replay
 from solver.replay.summary import OVERALL, replay_tables, summarize, summary_text
-from solver.tick import TickOptions
+from solver.tick import TickOptions, tick
 from tests.solver.replay.conftest import FLEET
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -174,3 +174,51 @@ def test_the_first_fit_baseline_places_on_the_first_node_with_room(fleet: Snapsh
         result = replay(snapshot_from_dict(two_nodes), trace, options)
         waits[first_fit] = [a.waited_s for a in result.actions]
     assert waits == {False: [0.0, 0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0, 840.0]}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ticks_that_keep_compiled_running_work_decide_as_fresh_ones(seed: int) -> None:
+    """A simulation compiles running work once, when it starts (CompileCache); each of its
+    ticks decides exactly as a tick compiling the same snapshot afresh. Untyped GPUs in a
+    queue capping H100s charge the device they land on, the cache's subtle part."""
+    pool = FLEET["clusters"][0]["node_pools"][0] | {"nodes": 3}  # type: ignore[index]
+    capped = {"name": "greedy", "scheduling": "greedy_capacity", "max_accelerators": {"H100": 6}}
+    fleet = snapshot_from_dict(
+        FLEET
+        | {
+            "queues": [FLEET["queues"][0], capped],  # type: ignore[index]
+            "clusters": [{"name": "c", "node_pools": [pool]}],
+        }
+    )
+    chooser = random.Random(seed)
+    arrivals = sorted(
+        (
+            _row(
+                f"x{i}",
+                chooser.uniform(0, 900),
+                chooser.uniform(30, 400),
+                chooser.choice([1, 2, 4]),
+                queue=chooser.choice(["strict", "greedy"]),
+            )
+            for i in range(60)
+        ),
+        key=lambda row: row.submit_s or 0,
+    )
+    for index, row in enumerate(arrivals):
+        if index % 3 == 0:
+            arrivals[index] = row.model_copy(update={"gpu": row.gpu.split(":")[1]})  # untyped
+    simulation = Simulation(fleet, TickOptions(), lambda a: (timedelta(seconds=150), "fixed"))
+    started = 0
+    for step in range(40):
+        now = T0 + timedelta(seconds=30 * step)
+        simulation.end_due(now)
+        simulation.queued += [
+            row.action(T0)
+            for row in arrivals
+            if now - timedelta(seconds=30) < _at(row.submit_s) <= now  # type: ignore[operator]
+        ]
+        fresh = tick(simulation.snapshot(now), TickOptions())
+        kept = simulation.tick(now)
+        assert kept.model_dump(exclude={"solver"}) == fresh.model_dump(exclude={"solver"})
+        started += len(kept.scheduled)
+    assert started > 20
