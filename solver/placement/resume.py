@@ -12,9 +12,11 @@ the same answer:
   the room and passes its caps and limits; on nodes where the walk placed nothing the tick
   did not, the room is there, and is taken later for many admissions at once (Plan.settle);
 - while nothing the tick admitted has been refused again, a refusal of an action the
-  change does not touch stands: the actions admitted ahead of it are a superset of the
-  tick's, and what did not fit with fewer does not fit with more (admissions are downward
-  closed). A strict line whose refused head gets in is touched from there on.
+  change does not touch stands, and so does a refusal for room of one whose room and
+  request it leaves alone (only its queue's caps or limits raised): the actions admitted
+  ahead of it are a superset of the tick's, and what did not fit with fewer does not fit
+  with more (admissions are downward closed). A strict line whose refused head gets in is
+  touched from there on.
 
 Once something the tick admitted is refused (displaced), neither holds for what follows,
 and every later action is decided again, unless the caller only wanted to know that.
@@ -35,6 +37,7 @@ from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal, Spot
 from solver.placement.problem import ActionInfo, Problem
 
+ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
 TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
 
 
@@ -89,6 +92,7 @@ def resume(
     seed: int = 0,
     stop_if_displaced: bool = False,
     compiled: frozenset[int] = frozenset(),
+    room_touched: Callable[[ActionInfo], bool] | None = None,
 ) -> Resumed:
     """Decide positions `start`..`stop` of `changed` (the tick's problem with a change made:
     same actions at the same positions, pools and queues at the same indices) as a whole
@@ -98,7 +102,12 @@ def resume(
     their clusters' room or their own request changed): those are decided again, and
     re-judged by fail-fast if the tick failed them or their request was compiled again
     (`compiled`). `absent` actions are taken out of the line (finished work).
+    `room_touched` says which of them the change may give room to or change the request of
+    (all of `touched` when not given): the tick's refusal of another for room stands while
+    nothing is displaced, as an untouched refusal does (the change only raised its queue's
+    limits, and room only shrinks as the walk admits more).
     """
+    room_touched = room_touched or touched
     line = replace(changed, actions=changed.actions[: stop + 1], _base_fit={}, _full_scale={})
     # Every change resume is given relaxes what fail-fast judges (caps, full-scale room) but
     # for a request compiled again: only the tick's failures and `compiled` can change.
@@ -154,7 +163,10 @@ def resume(
             and not displaced
             and i in state.refusals
             and action.queue not in opened
-            and not touched(action)
+            and (
+                not touched(action)
+                or (state.refusals[i].reason in ROOM and not room_touched(action))
+            )
         ):
             refusal = state.refusals[i]
         else:
