@@ -195,20 +195,30 @@ def _without_actions(
 
 
 def touches(patched: Patched, target: int) -> Callable[[ActionInfo], bool]:
-    """Which actions the change may let in: the target, actions compiled again, those of a
-    changed queue or environment, and those routed to a cluster with room added or freed."""
+    """Which actions the change may let in: the target, those of a changed queue, and those
+    whose room or request it changes (`reaches_room`)."""
+    reached = reaches_room(patched)
+
+    def touched(action: ActionInfo) -> bool:
+        return action.index == target or action.queue in patched.queues or reached(action)
+
+    return touched
+
+
+def reaches_room(patched: Patched) -> Callable[[ActionInfo], bool]:
+    """Which actions the change may give room to or change the request of: those routed to a
+    cluster with room added or freed, those compiled again and those of a changed
+    environment. For the others a refusal for room stands (solver.placement.resume)."""
     problem = patched.problem
     routed = {
         q.index for q in problem.queues if not patched.clusters.isdisjoint(q.clusters)
     }
-    queues = patched.queues | routed
 
-    def touched(action: ActionInfo) -> bool:
+    def reached(action: ActionInfo) -> bool:
         return (
-            action.index == target
-            or action.queue in queues
+            action.queue in routed
             or action.index in patched.actions
             or (action.env is not None and action.env in patched.envs)
         )
 
-    return touched
+    return reached

@@ -36,7 +36,7 @@ from models.snapshot import (
 )
 from solver.explain.changes import apply_changes
 from solver.explain.frozen import as_running, global_order, plan_placement, started
-from solver.explain.patch import Unpatchable, patch, touches
+from solver.explain.patch import Unpatchable, patch, reaches_room, touches
 from solver.placement.best_fit import NO_ROOM
 from solver.placement.decode import room_refusal
 from solver.placement.failfast import Failure, fail_fast
@@ -151,6 +151,7 @@ class Replayer:
             self.options.seed,
             stop_if_displaced=True,
             compiled=frozenset(patched.actions),
+            room_touched=reaches_room(patched),
         )
         line = outcome.plan.problem
         action = line.actions[target]
@@ -158,7 +159,7 @@ class Replayer:
         refusal = outcome.refusals.get(target)
         if failure is not None:
             message = failure.message
-        elif refusal is not None and refusal is NO_ROOM:
+        elif refusal == NO_ROOM:
             message = room_refusal(line, action, outcome.plan).message
         else:
             message = refusal.message if refusal is not None else ""

@@ -169,6 +169,7 @@ class Decider:
         verdict = self._cheap_verdict(ledger, action, heads, shapes)
         if verdict is not None:
             return verdict
+        ledger.settle()  # the room of admissions the walk deferred: placing reads it
         return self._place(ledger, action, shapes, try_best_fit=True)
 
     def _place(

@@ -89,6 +89,9 @@ class Plan:
             total = self.class_free.setdefault(pool.device or "", np.zeros(len(problem.dims)))
             total += free.sum(axis=0) * pool.declared
         self.untyped_on: dict[str, int] = {}  # this tick's untyped GPUs per device, all queues
+        # Admissions whose room is taken at the next `settle` (solver.placement.resume).
+        self.deferred: list[tuple[UnitKey, int, list[Item], NodeAssignment]] = []
+        self.moves = 0  # units moved so far: a resumed walk's nodes may then have less room
 
     def units(self) -> dict[UnitKey, tuple[int, list[Item], NodeAssignment]]:
         """Every placed unit of this tick: its queue, its containers and where they sit."""
@@ -349,7 +352,9 @@ class Plan:
         """A copy to go on from (solver.placement.resume), on `problem` when given: this
         plan's problem with queue settings changed, nodes added to pools, or running work
         taken out (pools and queues by the same index)."""
+        self.settle()
         new = copy.copy(self)
+        new.deferred = []
         new.free = [f.copy() for f in self.free]
         new.opened = [o.copy() for o in self.opened]
         new.usage = [
@@ -406,7 +411,11 @@ class Plan:
 
     # -- commit --------------------------------------------------------------------------
 
-    def admit(self, action: ActionInfo, placement: NodeAssignment | None) -> None:
+    def admit(
+        self, action: ActionInfo, placement: NodeAssignment | None, defer_room: bool = False
+    ) -> None:
+        """With `defer_room`, what the action holds of nodes is taken at the next `settle`,
+        with every other deferred admission at once; caps and limits count it at once."""
         usage = self.usage[action.queue]
         usage.held += self.charge_of(action)
         usage.admitted += 1
@@ -414,7 +423,12 @@ class Plan:
         items = self.items_to_place(action)
         env = self.env_to_start(action)
         if placement is not None:
-            self._occupy(self.unit_key(action), action.queue, items, placement, +1)
+            key = self.unit_key(action)
+            self._land(action.queue, items, placement, +1)
+            if defer_room:
+                self.deferred.append((key, action.queue, items, placement))
+            else:
+                self._take_room(key, action.queue, items, placement, +1)
         if env is not None:
             assert placement is not None, "a pool starts where it is placed"
             self.env_started[env] = placement
@@ -425,15 +439,32 @@ class Plan:
     def move(self, key: UnitKey, placement: NodeAssignment) -> None:
         """Put an admitted unit somewhere else (the model found room by moving it)."""
         queue, items, old = self.unit(key)
-        self._occupy(key, queue, items, old, -1)
-        self._occupy(key, queue, items, placement, +1)
+        self.moves += 1
+        for spot, sign in ((old, -1), (placement, +1)):
+            self._land(queue, items, spot, sign)
+            self._take_room(key, queue, items, spot, sign)
         kind, index = key
         if kind == "env":
             self.env_started[index] = placement
         else:
             self.admitted[index] = placement
 
-    def _occupy(
+    def _land(
+        self, queue_index: int, items: list[Item], placement: NodeAssignment, sign: int
+    ) -> None:
+        """Charge (sign +1) or give back (-1) the untyped GPUs of `items` to the devices they
+        land on at `placement`: device caps count them."""
+        usage = self.usage[queue_index]
+        for item, (p, _) in zip(items, placement.spots, strict=True):
+            device = self.problem.pools[p].device
+            if item.untyped and device is not None:
+                usage.held = usage.held.plus(device, sign * item.gpus)
+                usage.untyped_landed[device] = (
+                    usage.untyped_landed.get(device, 0) + sign * item.gpus
+                )
+                self.untyped_on[device] = self.untyped_on.get(device, 0) + sign * item.gpus
+
+    def _take_room(
         self,
         key: UnitKey,
         queue_index: int,
@@ -443,7 +474,6 @@ class Plan:
     ) -> None:
         """Take (sign +1) or give back (-1) the room of `items` at `placement`."""
         queue = self.problem.queues[queue_index]
-        usage = self.usage[queue_index]
         touched: set[int] = set()
         for item, (p, slot) in zip(items, placement.spots, strict=True):
             pool = self.problem.pools[p]
@@ -460,14 +490,43 @@ class Plan:
             else:
                 self.pool_units.get(p, set()).discard(key)
                 self.no_fit.clear()  # room came back: what failed may fit now
-            if item.untyped and pool.device is not None:
-                device = pool.device
-                usage.held = usage.held.plus(device, sign * item.gpus)
-                usage.untyped_landed[device] = (
-                    usage.untyped_landed.get(device, 0) + sign * item.gpus
-                )
-                self.untyped_on[device] = self.untyped_on.get(device, 0) + sign * item.gpus
         for cluster in touched:
             self._update_load(cluster)
         for p in {p for p, _ in placement.spots}:
             self.max_free[p] = self.free[p].max(axis=0)
+
+    def settle(self) -> None:
+        """Take the room of every admission made with `defer_room`, as `admit` would have
+        one by one, in whole arrays: for a walk that admits thousands of the tick's
+        admissions again between the few actions whose placement it asks about."""
+        if not self.deferred:
+            return
+        deferred, self.deferred = self.deferred, []
+        pools: list[int] = []
+        slots: list[int] = []
+        requests: list[np.ndarray] = []
+        for key, q, items, placement in deferred:
+            queue = self.problem.queues[q]
+            for item, (p, slot) in zip(items, placement.spots, strict=True):
+                pools.append(p)
+                slots.append(slot)
+                requests.append(item.request)
+                self.pool_units.setdefault(p, set()).add(key)
+                if p not in self.pool_top or self.pool_top[p][0] < queue.priority:
+                    self.pool_top[p] = (queue.priority, queue.name)
+        if not pools:
+            return
+        where = np.array(pools)
+        nodes = np.array(slots)
+        wanted = np.stack(requests)
+        problem = self.problem
+        held = wanted * np.stack([problem.pools[p].declared for p in pools])
+        np.add.at(self.cluster_used, problem.pool_cluster[where], held)
+        for p in np.unique(where).tolist():
+            mine = where == p
+            np.subtract.at(self.free[p], nodes[mine], wanted[mine])
+            self.opened[p][nodes[mine]] = True
+            self.max_free[p] = self.free[p].max(axis=0)
+            self.class_free[problem.pools[p].device or ""] -= held[mine].sum(axis=0)
+        for cluster in np.unique(problem.pool_cluster[where]).tolist():
+            self._update_load(cluster)

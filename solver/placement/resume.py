@@ -9,11 +9,14 @@ one action: caps and limits, best-fit, the placement model), with two shortcuts 
 the same answer:
 
 - an admission of the tick is admitted again where the tick put it when that still has
-  the room and passes its caps and limits;
+  the room and passes its caps and limits; on nodes where the walk placed nothing the tick
+  did not, the room is there, and is taken later for many admissions at once (Plan.settle);
 - while nothing the tick admitted has been refused again, a refusal of an action the
-  change does not touch stands: the actions admitted ahead of it are a superset of the
-  tick's, and what did not fit with fewer does not fit with more (admissions are downward
-  closed). A strict line whose refused head gets in is touched from there on.
+  change does not touch stands, and so does a refusal for room of one whose room and
+  request it leaves alone (only its queue's caps or limits raised): the actions admitted
+  ahead of it are a superset of the tick's, and what did not fit with fewer does not fit
+  with more (admissions are downward closed). A strict line whose refused head gets in is
+  touched from there on.
 
 Once something the tick admitted is refused (displaced), neither holds for what follows,
 and every later action is decided again, unless the caller only wanted to know that.
@@ -31,9 +34,10 @@ from models.result import WaitReason
 from solver.placement.best_fit import over_depth
 from solver.placement.decide import Decider, ModelCheckBudget, _placement_in
 from solver.placement.failfast import Failure, fail_fast
-from solver.placement.plan import Plan, Refusal
+from solver.placement.plan import Plan, Refusal, Spot
 from solver.placement.problem import ActionInfo, Problem
 
+ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
 TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
 
 
@@ -88,6 +92,7 @@ def resume(
     seed: int = 0,
     stop_if_displaced: bool = False,
     compiled: frozenset[int] = frozenset(),
+    room_touched: Callable[[ActionInfo], bool] | None = None,
 ) -> Resumed:
     """Decide positions `start`..`stop` of `changed` (the tick's problem with a change made:
     same actions at the same positions, pools and queues at the same indices) as a whole
@@ -97,7 +102,12 @@ def resume(
     their clusters' room or their own request changed): those are decided again, and
     re-judged by fail-fast if the tick failed them or their request was compiled again
     (`compiled`). `absent` actions are taken out of the line (finished work).
+    `room_touched` says which of them the change may give room to or change the request of
+    (all of `touched` when not given): the tick's refusal of another for room stands while
+    nothing is displaced, as an untouched refusal does (the change only raised its queue's
+    limits, and room only shrinks as the walk admits more).
     """
+    room_touched = room_touched or touched
     line = replace(changed, actions=changed.actions[: stop + 1], _base_fit={}, _full_scale={})
     # Every change resume is given relaxes what fail-fast judges (caps, full-scale room) but
     # for a request compiled again: only the tick's failures and `compiled` can change.
@@ -125,6 +135,9 @@ def resume(
             heads.setdefault(line.actions[i].queue, i)
     refusals: dict[int, Refusal] = {}
     shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]] = {}
+    # Nodes with less room than the tick left them at this point of the line: where the walk
+    # placed what the tick did not (None once the model has moved work: anywhere).
+    dirty: set[Spot] | None = set()
     let_in: list[int] = []
     displaced: list[int] = []
     opened: set[int] = set()  # queues whose strict head the change let in
@@ -139,20 +152,32 @@ def resume(
             refusal = Refusal(
                 WaitReason.DEPTH, f"queue {queue.name} holds at most {queue.depth} actions"
             )
-        elif before and action.queue not in heads and _admit_where_it_was(state, ledger, action):
+        elif (
+            before
+            and action.queue not in heads
+            and _admit_where_it_was(state, ledger, action, dirty, compiled)
+        ):
             continue
         elif (
             not before
             and not displaced
             and i in state.refusals
             and action.queue not in opened
-            and not touched(action)
+            and (
+                not touched(action)
+                or (state.refusals[i].reason in ROOM and not room_touched(action))
+            )
         ):
             refusal = state.refusals[i]
         else:
+            moves = ledger.moves
             verdict = decider.decide(ledger, action, heads, shapes)
             if isinstance(verdict, Plan):
                 ledger = verdict
+                if dirty is not None and ledger.moves == moves:
+                    dirty.update(_spots(ledger, action))
+                else:
+                    dirty = None
                 if not before:
                     let_in.append(i)
                     if queue.strict and i in state.refusals:
@@ -167,6 +192,7 @@ def resume(
             if stop_if_displaced:
                 break
     budget = decider.budget
+    ledger.settle()
     return Resumed(
         plan=ledger,
         refusals=refusals,
@@ -197,22 +223,52 @@ def first_touched(
     return len(state.problem.actions)
 
 
-def _admit_where_it_was(state: TickState, ledger: Plan, action: ActionInfo) -> bool:
-    """Admit one of the tick's admissions where the tick put it, if that still holds."""
+def _admit_where_it_was(
+    state: TickState,
+    ledger: Plan,
+    action: ActionInfo,
+    dirty: set[Spot] | None,
+    compiled: frozenset[int],
+) -> bool:
+    """Admit one of the tick's admissions where the tick put it, if that still holds.
+
+    On nodes where the walk placed nothing the tick did not, the tick's admissions ahead
+    hold no more room than in the tick, so one that fitted there then fits now: its room is
+    taken later, with the others' (Plan.settle), instead of checked and taken one by one.
+    """
     if ledger.refusal(action) is not None:
         return False
     placement = _placement_in(state.plan, action, ledger)
     items = ledger.items_to_place(action)
-    if placement is not None:
-        taken: dict[tuple[int, int], np.ndarray] = {}
-        for item, spot in zip(items, placement.spots, strict=True):
-            room = taken.get(spot)
-            room = ledger.free[spot[0]][spot[1]] if room is None else room
-            left = room - item.request
-            if (left < 0).any():
-                return False
-            taken[spot] = left
-    elif items:
-        return False  # it would start a pool the tick did not start for it
+    if placement is None:
+        if items:
+            return False  # it would start a pool the tick did not start for it
+        ledger.admit(action, None)
+        return True
+    if (
+        dirty is not None
+        and action.env is None  # whether it starts its pool depends on the walk
+        and action.index not in compiled
+        and dirty.isdisjoint(placement.spots)
+    ):
+        ledger.admit(action, placement, defer_room=True)
+        return True
+    ledger.settle()
+    taken: dict[tuple[int, int], np.ndarray] = {}
+    for item, spot in zip(items, placement.spots, strict=True):
+        room = taken.get(spot)
+        room = ledger.free[spot[0]][spot[1]] if room is None else room
+        left = room - item.request
+        if (left < 0).any():
+            return False
+        taken[spot] = left
     ledger.admit(action, placement)
     return True
+
+
+def _spots(ledger: Plan, action: ActionInfo) -> set[Spot]:
+    """The nodes an admission of the walk took room on (its pool's, if it started one)."""
+    placement = ledger.admitted.get(action.index)
+    if placement is None and action.env is not None:
+        placement = ledger.env_started.get(action.env)
+    return set(placement.spots) if placement is not None else set()

@@ -18,7 +18,7 @@ from models.explanation import Change, ChangeKind
 from models.snapshot import ActionState, Scheduling, Snapshot
 from solver import tick
 from solver.explain.changes import FINISH_ACTIONS, apply_changes
-from solver.explain.patch import patch, touches
+from solver.explain.patch import patch, reaches_room, touches
 from solver.placement.resume import first_touched, resume
 from solver.tick import tick_with_state
 from tests.support.explain import OPTIONS
@@ -95,7 +95,8 @@ def test_the_resumed_tick_decides_what_a_whole_tick_of_the_changed_snapshot_does
         start = first_touched(state, touched, patched.absent, patched.hurts)
         resumed = resume(state, patched.problem, start, last, touched, patched.absent,
                          OPTIONS.time_limit_s, OPTIONS.seed,
-                         compiled=frozenset(patched.actions))  # fmt: skip
+                         compiled=frozenset(patched.actions),
+                         room_touched=reaches_room(patched))  # fmt: skip
         names = state.problem.actions
         ahead = {names[i].id for i in state.plan.admitted if i < start}
         scheduled = ahead | {names[i].id for i in resumed.plan.admitted if i >= start}
