@@ -37,15 +37,20 @@ MAX_PAGE = 10_000
 _bearer = HTTPBearer(auto_error=False, description="A token from the server's auth file")
 
 
-def get_store(request: Request) -> Store:
+# The dependencies below only read the request's state, so they are async: FastAPI runs a sync
+# dependency in a worker thread, and three thread hops per request were a fifth of the
+# server's CPU per submission (docs/benchmarks.md, the service under load).
+
+
+async def get_store(request: Request) -> Store:
     return request.app.state.store
 
 
-def get_ticker(request: Request) -> TickLoop:
+async def get_ticker(request: Request) -> TickLoop:
     return request.app.state.ticker
 
 
-def get_principal(
+async def get_principal(
     request: Request,
     _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
@@ -106,7 +111,7 @@ def _read_page_token(token: str) -> tuple[Order, int]:
         ) from None
 
 
-def get_listing(
+async def get_listing(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="most items on a page")] = 100,
     order: Annotated[
         Order | None, Query(description="asc: oldest first (the default); desc: newest first")

@@ -20,15 +20,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field
 
 from api.store.tick_io import SqlTickIO
 from models.errors import ErrorCode, SluiceError
 from models.explanation import Explanation
-from models.forecast import LearnedDurations, StartForecast
-from models.result import ScheduledAction, TickResult, WaitingAction
+from models.forecast import LearnedDurations, StartForecast, forecast_lines
+from models.result import TickResult, join_result, split_result
 from models.snapshot import Action, Snapshot
 from solver import TickOptions, tick
 from solver.explain.action import explain, explain_failure
@@ -39,7 +38,6 @@ log = logging.getLogger("sluice.tick")
 TickFn = Callable[[Snapshot], TickResult]
 ForecastFn = Callable[[Snapshot, TickResult, LearnedDurations], dict[str, StartForecast]]
 """After a tick: its snapshot, its result and the learned run times -> forecasts by action."""
-T = TypeVar("T")
 
 FORECAST_GRID_S = 60.0
 """The least time between a forecast's simulated ticks: estimates to the minute, so its
@@ -121,19 +119,21 @@ def solve_tick(
     )
 
 
-def forecast_kept(keep_as: str, forecasting: Forecasting) -> dict[str, StartForecast]:
-    """When each action the tick kept under `keep_as` left waiting should start; called
-    after that tick's write-back, so forecasts never delay decisions. Nothing kept (a new
-    worker since) or a failed forecast: no forecasts this tick, the decisions stand."""
+def forecast_kept(keep_as: str, forecasting: Forecasting) -> list[bytes]:
+    """When each action the tick kept under `keep_as` left waiting should start, as
+    models.forecast.forecast_lines (the server decodes a line at a time: unpickling 10,000
+    forecasts held its GIL in one block); called after that tick's write-back, so forecasts
+    never delay decisions. Nothing kept (a new worker since) or a failed forecast: no
+    forecasts this tick, the decisions stand."""
     kept = _KEPT.pop(keep_as, None)
     if kept is None or not kept[1].waiting:
-        return {}
+        return []
     snapshot, result = kept
     try:
-        return forecasting.forecast_fn(snapshot, result, forecasting.learned)
+        return forecast_lines(forecasting.forecast_fn(snapshot, result, forecasting.learned))
     except Exception:  # a bug in a forecast must not undo or stop the ticks
         log.exception("forecast failed; waiting actions show none this tick")
-        return {}
+        return []
 
 
 # This worker process's readers of the store's file, one per file: each keeps its parsed
@@ -148,41 +148,27 @@ def _reader(path: str) -> SqlTickIO:
     return reader
 
 
-# Entries of the answer's long lists per JSON chunk: the server decodes one chunk at a time,
-# and each decode holds its GIL (about 8 ms for 128 waiting actions on a loaded machine).
-CHUNK = 128
-_WAITING: TypeAdapter[list[WaitingAction]] = TypeAdapter(list[WaitingAction])
-_SCHEDULED: TypeAdapter[list[ScheduledAction]] = TypeAdapter(list[ScheduledAction])
-
-
 @dataclass(frozen=True)
 class WorkerTick:
     """What the worker sends back (pickled, which for bytes is a copy): the solved tick as
-    JSON, its waiting and scheduled actions in chunks of their own; the store generation its
-    snapshot was read at; and the rows it could not read, for the server (the writer) to fail.
+    JSON without its result's scheduled and waiting actions, and those as JSON lines
+    (models.result.split_result); the store generation its snapshot was read at; and the rows
+    it could not read, for the server (the writer) to fail.
 
     JSON, because the server decodes it in a fifth of the time unpickling the same models
-    takes; in chunks, because one decode of a 10,000-action answer held the server's GIL for
+    takes; in lines, because one decode of a 10,000-action answer held the server's GIL for
     0.3-0.7 s, which is what a request arriving then waited (docs/benchmarks.md#service)."""
 
-    solved: bytes  # SolvedTick without its result's waiting and scheduled actions
-    waiting: list[bytes]
-    scheduled: list[bytes]
+    solved: bytes
+    parts: list[bytes]
     generation: int
     unreadable: dict[str, str]
     read_s: float
 
     def decode(self) -> SolvedTick:
-        """In the server; call it in a thread, so requests run between the chunks."""
+        """In the server; call it in a thread, so requests run between the lines."""
         solved = SolvedTick.model_validate_json(self.solved)
-        waiting = [entry for chunk in self.waiting for entry in _WAITING.validate_json(chunk)]
-        scheduled = [entry for chunk in self.scheduled for entry in _SCHEDULED.validate_json(chunk)]
-        result = solved.result.model_copy(update={"waiting": waiting, "scheduled": scheduled})
-        return solved.model_copy(update={"result": result})
-
-
-def _chunks(adapter: TypeAdapter[list[T]], entries: list[T]) -> list[bytes]:
-    return [adapter.dump_json(entries[i : i + CHUNK]) for i in range(0, len(entries), CHUNK)]
+        return solved.model_copy(update={"result": join_result(solved.result, self.parts)})
 
 
 def solve_from_file(
@@ -200,12 +186,10 @@ def solve_from_file(
     planned, unreadable = _reader(path).read_tick_input_unchecked(now)
     read_s = time.perf_counter() - started
     solved = solve_tick(tick_fn, planned.snapshot, heads, keep_as)
-    result = solved.result
-    rest = result.model_copy(update={"waiting": [], "scheduled": []})
+    rest, parts = split_result(solved.result)
     return WorkerTick(
         solved=solved.model_copy(update={"result": rest}).model_dump_json().encode(),
-        waiting=_chunks(_WAITING, result.waiting),
-        scheduled=_chunks(_SCHEDULED, result.scheduled),
+        parts=parts,
         generation=planned.generation,
         unreadable=unreadable,
         read_s=read_s,

@@ -42,7 +42,7 @@ from api.tick_work import (
 )
 from models.errors import SluiceError
 from models.explanation import Explanation
-from models.forecast import LearnedDurations, StartForecast
+from models.forecast import LearnedDurations, StartForecast, read_forecast_lines
 from models.result import TickResult, WaitingAction
 
 log = logging.getLogger("sluice.tick")
@@ -351,7 +351,8 @@ class TickLoop:
                 lambda: LearnedDurations.learn(self.store.finished_runs())
             )
             forecasting = Forecasting(self.forecast_fn, learned)
-            self.forecasts = await self.solves.run(forecast_kept, self._keep_as, forecasting)
+            lines = await self.solves.run(forecast_kept, self._keep_as, forecasting)
+            self.forecasts = await asyncio.to_thread(read_forecast_lines, lines)
         except Exception:  # the tick's decisions stand whatever happens here
             log.exception("forecast failed; waiting actions show none this tick")
             self.forecasts = {}

@@ -4,7 +4,9 @@
 
 The snapshot is the synthetic M scenario (fixtures.generators.synthetic: 10,000 queued,
 1,000 running, 50 queues), ticked once. Figures: the result's JSON size; the CPU seconds of
-the leader's dump and of a follower's parse (time.process_time, this process only); and the
+the leader's dump and of a follower's parse (time.process_time, this process only), as one
+piece and as the stored lines (models.result.result_text), with the longest line's parse,
+which is the longest a follower's requests wait behind it; and the
 wall seconds of the write-back's update of the `last_tick` row with that JSON, against the
 same update with the number alone, on a SQLite file (WAL, synchronous=FULL, as the store
 opens it) and on PostgreSQL with the column compressed by pglz (the server's default) and
@@ -26,7 +28,7 @@ import psycopg
 
 from bench.replicas import scratch_database
 from fixtures.generators.synthetic import M, synthetic
-from models.result import TickResult
+from models.result import ResultPart, TickResult, read_result_text, result_text
 from solver import TickOptions, tick
 
 ROW = "CREATE TABLE last_tick (id INTEGER PRIMARY KEY, number INTEGER NOT NULL, result TEXT)"
@@ -91,18 +93,33 @@ def main(repeats: int, server: str, time_limit: float) -> None:
     body = result.model_dump_json()
     dump = _median(repeats, result.model_dump_json, time.process_time)
     parse = _median(repeats, lambda: TickResult.model_validate_json(body), time.process_time)
+    text = result_text(result)
+    dump_lines = _median(repeats, lambda: result_text(result), time.process_time)
+    parse_lines = _median(repeats, lambda: read_result_text(text), time.process_time)
+    first, *parts = text.split("\n")
+    def line_parse(line: str, model: type[TickResult | ResultPart]) -> float:
+        return _median(repeats, lambda: model.model_validate_json(line), time.process_time)
+
+    longest = max(
+        [line_parse(first, TickResult), *(line_parse(line, ResultPart) for line in parts)]
+    )
     click.echo(
         f"M: {len(snapshot.actions)} actions, the tick left {len(result.waiting)} waiting and"
         f" scheduled {len(result.scheduled)}; its result is {len(body) / 2**20:.2f} MiB of JSON"
     )
     click.echo(
-        f"CPU: the leader's dump {dump * 1000:.0f} ms, a follower's parse {parse * 1000:.0f} ms"
+        f"CPU, one piece: the leader's dump {dump * 1000:.0f} ms, a follower's parse"
+        f" {parse * 1000:.0f} ms"
+    )
+    click.echo(
+        f"CPU, {len(parts) + 1} lines: the leader's dump {dump_lines * 1000:.0f} ms, a follower's"
+        f" parse {parse_lines * 1000:.0f} ms, its longest line {longest * 1000:.1f} ms"
     )
     with tempfile.TemporaryDirectory() as scratch:
-        _writes("SQLite", _sqlite_update(Path(scratch) / "bench.db"), body, repeats)
+        _writes("SQLite", _sqlite_update(Path(scratch) / "bench.db"), text, repeats)
     with scratch_database(server) as url, psycopg.connect(url, autocommit=True) as conn:
         for compression in ("pglz", "lz4"):  # the server's default, and what the store sets
-            _writes(f"PostgreSQL {compression}", _postgres_update(conn, compression), body, repeats)
+            _writes(f"PostgreSQL {compression}", _postgres_update(conn, compression), text, repeats)
 
 
 if __name__ == "__main__":

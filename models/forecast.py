@@ -9,13 +9,14 @@ its queue's (at least LEARNED_MINIMUM of them).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from models.fields import Timestamp
+from models.result import LINE_ENTRIES
 from models.snapshot import Action
 
 LEARNED_WINDOW = 50
@@ -31,6 +32,27 @@ class StartForecast(BaseModel):
     action: str
     estimated_start: Timestamp | None
     assumption: str = Field(max_length=1000)
+
+
+_BY_ACTION: TypeAdapter[dict[str, StartForecast]] = TypeAdapter(dict[str, StartForecast])
+
+
+def forecast_lines(forecasts: dict[str, StartForecast]) -> list[bytes]:
+    """`forecasts` (by action id) as JSON objects of at most LINE_ENTRIES each, for a reader
+    to decode one at a time (models.result.split_result says why)."""
+    entries = list(forecasts.items())
+    return [
+        _BY_ACTION.dump_json(dict(entries[i : i + LINE_ENTRIES]))
+        for i in range(0, len(entries), LINE_ENTRIES)
+    ]
+
+
+def read_forecast_lines(lines: Sequence[bytes | str]) -> dict[str, StartForecast]:
+    """What `forecast_lines` split (a whole object is one line of it)."""
+    forecasts: dict[str, StartForecast] = {}
+    for line in lines:
+        forecasts.update(_BY_ACTION.validate_json(line))
+    return forecasts
 
 
 @dataclass(frozen=True)

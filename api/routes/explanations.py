@@ -18,7 +18,7 @@ from api.schemas.actions import ActionExplanation
 router = APIRouter(tags=["explanations"])
 
 
-def get_explanations(request: Request) -> ActionExplanations:
+async def get_explanations(request: Request) -> ActionExplanations:
     return request.app.state.explanations
 
 

@@ -45,7 +45,7 @@ class Watchers:
         self.open -= 1
 
 
-def get_watchers(request: Request) -> Watchers:
+async def get_watchers(request: Request) -> Watchers:
     return request.app.state.watchers
 
 

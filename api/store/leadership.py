@@ -28,11 +28,10 @@ from api.store.backends import Conn
 from api.store.connection import SqlDatabase, read_time, stored_time
 from api.store.records import LastTick, Lease, TickViews
 from models.explanation import Explanation
-from models.forecast import StartForecast
-from models.result import TickResult
+from models.forecast import StartForecast, forecast_lines, read_forecast_lines
+from models.result import TickResult, read_result_text, result_text
 
 _EXPLANATIONS: TypeAdapter[dict[str, Explanation]] = TypeAdapter(dict[str, Explanation])
-_FORECASTS: TypeAdapter[dict[str, StartForecast]] = TypeAdapter(dict[str, StartForecast])
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class TickRow:
     @classmethod
     def of(cls, result: TickResult, views: TickViews) -> TickRow:
         return cls(
-            result=result.model_dump_json(),
+            result=result_text(result),
             head_explanations=_EXPLANATIONS.dump_json(views.head_explanations).decode(),
             deadline_exceeded=json.dumps(views.deadline_exceeded),
         )
@@ -124,7 +123,7 @@ class SqlLeadership(SqlDatabase):
             number=number,
             epoch=epoch,
             finished_at=read_time(finished_at),
-            result=TickResult.model_validate_json(result) if result else None,
+            result=read_result_text(result) if result else None,
             views=views,
         )
 
@@ -133,7 +132,8 @@ class SqlLeadership(SqlDatabase):
         made after another leader's newer tick is dropped) and other processes read it."""
         if not self.shared:
             return
-        stored = _FORECASTS.dump_json(forecasts).decode()
+        # No forecasts are "{}", which is not NULL (not made yet).
+        stored = "\n".join(line.decode() for line in forecast_lines(forecasts)) or "{}"
         with self._write() as conn:
             conn.execute(
                 "UPDATE last_tick SET forecasts = ? WHERE id = 1 AND number = ?", (stored, number)
@@ -148,4 +148,4 @@ class SqlLeadership(SqlDatabase):
             ).fetchone()
         if row is None or row[0] is None:
             return None
-        return _FORECASTS.validate_json(row[0])
+        return read_forecast_lines(row[0].split("\n"))
