@@ -142,6 +142,13 @@ def _p90(values: list[float]) -> float:
 @click.option("--every", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--samples", type=click.IntRange(min=1), default=60, show_default=True)
 @click.option("--time-limit", type=float, default=1.0, show_default=True, help="Replay ticks'.")
+@click.option(
+    "--widening",
+    type=click.IntRange(min=1),
+    default=ForecastBudget.widening,
+    show_default=True,
+    help="Forecast ticks at each spacing before it doubles (a large number: never).",
+)
 def main(
     first_day: float,
     days: float,
@@ -151,10 +158,11 @@ def main(
     every: int,
     samples: int,
     time_limit: float,
+    widening: int,
 ) -> None:
     fleet = shrunk_fleet(replay_fleet(), nodes_fraction)
     rows = {row.id: row for row in trace_window(replay_trace(), first_day, days, density)}
-    budget = ForecastBudget(period_s=60.0)
+    budget = ForecastBudget(period_s=60.0, widening=widening)
     sampler = _Sampler(rows, budget, every, samples)
     options = ReplayOptions(
         period_s=60.0, until_s=hours * 3600, tick=TickOptions(time_limit_s=time_limit)
@@ -163,7 +171,8 @@ def main(
     click.echo(
         f"openb days {first_day:g}-{first_day + days:g}, arrivals x{density:g}, {hours:g} h"
         f" simulated, {len(rows)} pods, {nodes} nodes ({nodes_fraction:g} of the fleet);"
-        f" forecasts: {budget.ticks} ticks, {budget.period_s:g} s grid,"
+        f" forecasts: {budget.ticks} ticks, {budget.period_s:g} s grid widening every"
+        f" {budget.widening},"
         f" time limit {budget.tick.time_limit_s:g} per tick"
     )
     clock = time.process_time()

@@ -227,7 +227,8 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
         envs.append(EnvInfo(e, spec.name, queue.index, spec.running, env_items, demand))
         if spec.running and spec.placement is not None:
             cluster = cluster_of[spec.placement.cluster]
-            _charge_running(queue, demand, env_items, spec.placement, cluster, pool_of)
+            charges = _container_charges(env_items, spec.placement, cluster, pool_of)
+            _charge_running(queue, demand, charges, pools)
     env_of = {env.name: env.index for env in envs}
 
     pending = []
@@ -241,13 +242,12 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
         # An action that joined a running pool holds a slot but no room: the pool holds that.
         if action.environment is None and action.placement is not None:
             try:
-                placed, demand = kept.running(action, queue, items)
+                demand, charges = kept.running(action, queue, items, cluster_of, pool_of)
             except (ArithmeticError, ValueError) as error:
                 # It runs whatever the engine thinks of it; what it holds cannot be counted.
                 _rejected(f"running action {action.id}", error, "what it holds is not counted")
                 continue
-            cluster = cluster_of[action.placement.cluster]
-            _charge_running(queue, demand, placed, action.placement, cluster, pool_of)
+            _charge_running(queue, demand, charges, pools)
     kept.forget_ended()
     pending.sort(key=lambda entry: entry[:3])
 
@@ -411,17 +411,17 @@ def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
 class CompileCache:
     """What compile_snapshot keeps between the snapshots of one simulation (a replay's or a
     forecast's ticks), where the fleet stays while work comes and goes: the container shapes
-    matched to node pools, and each running action's items and charge, compiled when it
-    starts instead of at every tick. A snapshot of another fleet (its clusters, queues'
-    routing and caps, placement dimensions or default GPU type) starts it afresh; a running
-    action is known by identity, so a changed copy is compiled again."""
+    matched to node pools, and what each running action charges its queue and its nodes,
+    compiled when it starts instead of at every tick. A snapshot of another fleet (its
+    clusters, queues' routing and caps, placement dimensions or default GPU type) starts it
+    afresh; a running action is known by identity, so a changed copy is compiled again."""
 
     def __init__(self) -> None:
         self._fleet: tuple[object, ...] | None = None
         self._clusters: object = None  # held, so the id in the fleet's key stays its own
         self._items: _ItemMaker | None = None
-        self._running: dict[str, tuple[Action, list[Item], ResourceVector]] = {}
-        self._seen: dict[str, tuple[Action, list[Item], ResourceVector]] = {}
+        self._running: dict[str, tuple[Action, ResourceVector, list[ContainerCharge]]] = {}
+        self._seen: dict[str, tuple[Action, ResourceVector, list[ContainerCharge]]] = {}
 
     def item_maker(
         self, snapshot: Snapshot, dims: list[str], pools: list[PoolInfo], queues: list[QueueInfo]
@@ -440,13 +440,21 @@ class CompileCache:
         return self._items
 
     def running(
-        self, action: Action, queue: QueueInfo, items: _ItemMaker
-    ) -> tuple[list[Item], ResourceVector]:
-        """The running action's items and what it charges its queue."""
+        self,
+        action: Action,
+        queue: QueueInfo,
+        items: _ItemMaker,
+        cluster_of: dict[str, int],
+        pool_of: dict[tuple[int, str], PoolInfo],
+    ) -> tuple[ResourceVector, list[ContainerCharge]]:
+        """What the running action charges its queue, and its containers their nodes."""
         known = self._running.get(action.id)
         if known is None or known[0] is not action:
+            assert action.placement is not None
             placed = items.of(action.containers, queue)
-            known = (action, placed, _demand(action.containers, placed))
+            cluster = cluster_of[action.placement.cluster]
+            charges = _container_charges(placed, action.placement, cluster, pool_of)
+            known = (action, _demand(action.containers, placed), charges)
         self._seen[action.id] = known
         return known[1], known[2]
 
@@ -604,23 +612,41 @@ class _PoolMatcher:
         return self._selectors[key]
 
 
-def _charge_running(
-    queue: QueueInfo,
-    demand: ResourceVector,
+ContainerCharge = tuple[int, int, np.ndarray, int]
+"""A running container's charge: (pool index, node, request held there, untyped GPUs)."""
+
+
+def _container_charges(
     items: list[Item],
     placement: Placement,
     cluster: int,
     pool_of: dict[tuple[int, str], PoolInfo],
-) -> None:
-    """Running work holds its queue's caps and its nodes' room."""
-    queue.held += demand
+) -> list[ContainerCharge]:
+    """Where running work's containers sit and what each holds there."""
     by_name = {item.name: item for item in items}
+    charges = []
     for spot in placement.containers:
         pool = pool_of.get((cluster, spot.node_pool))
         if pool is None:
             continue  # a pool left out (its values are beyond the engine): no room to hold
         item = by_name[spot.name]
-        pool.used[spot.node] += np.minimum(item.request, UNBOUNDED)
-        pool.nodes = max(pool.nodes, spot.node + 1)
-        if item.untyped and pool.device is not None:
-            queue.held = queue.held.plus(pool.device, item.gpus)
+        untyped = item.gpus if item.untyped else 0
+        charges.append((pool.index, spot.node, np.minimum(item.request, UNBOUNDED), untyped))
+    return charges
+
+
+def _charge_running(
+    queue: QueueInfo,
+    demand: ResourceVector,
+    charges: list[ContainerCharge],
+    pools: list[PoolInfo],
+) -> None:
+    """Running work holds its queue's caps and its nodes' room."""
+    queue.held += demand
+    for index, node, request, untyped in charges:
+        pool = pools[index]
+        pool.used[node] += request
+        if node >= pool.nodes:
+            pool.nodes = node + 1
+        if untyped and pool.device is not None:
+            queue.held = queue.held.plus(pool.device, untyped)

@@ -3,11 +3,11 @@
 The state after a tick (its snapshot with its decisions applied) runs on through the
 replay's simulator: running work ends at its expected end (started_at plus its
 expected_duration, given or learned, see models.forecast.LearnedDurations), work the
-simulation starts runs its own expected run time, and ticks come on the service's
-period grid at each batch of ends and expiries. A waiting action's estimate is the
-simulated tick that starts it. It is "unknown" (None, with why) when it is still waiting
-once every known end has come while work without an expected end still runs, when it
-would fail first, or when the budget runs out.
+simulation starts runs its own expected run time, and ticks come at each batch of ends
+and expiries, on the service's period grid, widening as they go (ForecastBudget.widening).
+A waiting action's estimate is the simulated tick that starts it. It is "unknown" (None,
+with why) when it is still waiting once every known end has come while work without an
+expected end still runs, when it would fail first, or when the budget runs out.
 
 The budget is deterministic: at most `ticks` simulated ticks within `horizon` of
 simulated time and `work` actions summed over their snapshots, each solved under the
@@ -40,6 +40,10 @@ class ForecastBudget:
     # tick's cost grows with its snapshot, so a long line gets fewer simulated ticks.
     work: int = 24_000
     period_s: float = 60.0  # the service's tick period: the grid simulated ticks fall on
+    # Simulated ticks at each spacing before it doubles: the first `widening` at least one
+    # period apart, the next two periods, then four, ... (D182), so the ticks reach hours
+    # ahead of a line whose running work ends every minute.
+    widening: int = 4
     # A forecast tick solves with a smaller counted limit than the service's own tick.
     tick: TickOptions = field(default_factory=lambda: TickOptions(time_limit_s=0.25))
 
@@ -67,7 +71,8 @@ def forecast_waiting(
     period = timedelta(seconds=budget.period_s)
     ticks, work, at = 0, 0, now
     while pending and ticks < budget.ticks:
-        following = _next_time(simulation, now, at, period, first=ticks == 0)
+        spacing = period * 2 ** (ticks // budget.widening)
+        following = _next_time(simulation, now, at, spacing, first=ticks == 0)
         if following is None or following > now + budget.horizon:
             break
         work += len(simulation.queued) + len(simulation.running)
@@ -81,7 +86,7 @@ def forecast_waiting(
         for scheduled in ticked.scheduled:
             if scheduled.action in pending:
                 pending.discard(scheduled.action)
-                words = _started_words(ended, unknown_ends)
+                words = _started_words(ended, unknown_ends, spacing if spacing > period else None)
                 forecasts[scheduled.action] = StartForecast(
                     action=scheduled.action, estimated_start=at, assumption=words
                 )
@@ -108,17 +113,18 @@ def _without_end(simulation: Simulation) -> list[Action]:
 
 
 def _next_time(
-    simulation: Simulation, now: datetime, at: datetime, period: timedelta, first: bool
+    simulation: Simulation, now: datetime, at: datetime, spacing: timedelta, first: bool
 ) -> datetime | None:
-    """The next simulated tick: on the period grid from `now`, at the first end or expiry
-    after `at`. The first comes one period on even with nothing due, as the service's next
-    tick would (work a tick's limit left waiting may start then)."""
+    """The next simulated tick: on the grid of `spacing` from `at` (a whole number of
+    periods from `now`), at the first end or expiry after `at`. The first comes one spacing
+    on even with nothing due, as the service's next tick would (work a tick's limit left
+    waiting may start then)."""
     if first:
-        return now + period
+        return now + spacing
     later = [t for t in due_events(simulation) if t > at]
     if not later:
         return None
-    return now + math.ceil((min(later) - now) / period) * period
+    return at + math.ceil((min(later) - at) / spacing) * spacing
 
 
 def _ids(actions: list[str]) -> str:
@@ -127,7 +133,9 @@ def _ids(actions: list[str]) -> str:
     return shown if more <= 0 else f"{shown} and {more} more"
 
 
-def _started_words(ended: list[Running], unknown_ends: list[Action]) -> str:
+def _started_words(
+    ended: list[Running], unknown_ends: list[Action], spacing: timedelta | None
+) -> str:
     if ended:
         # The last to end is the one it waited for.
         last = max(ended, key=lambda r: (r.ends_at or datetime.min, r.action.id))
@@ -139,6 +147,11 @@ def _started_words(ended: list[Running], unknown_ends: list[Action]) -> str:
     else:
         why = "at the next tick, with nothing having to end first"
     words = f"starts {why}, if running work ends when expected and nothing new arrives"
+    if spacing is not None:
+        words += (
+            f"; simulated ticks are {format_duration(spacing)} apart this far ahead, so it may"
+            " start up to that much sooner"
+        )
     if unknown_ends:
         words += (
             f"; {len(unknown_ends)} running actions with no expected end"

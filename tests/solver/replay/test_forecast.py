@@ -168,3 +168,22 @@ def test_the_budget_bounds_the_actions_simulated() -> None:
 def test_the_same_state_gives_the_same_forecasts() -> None:
     snapshot = _snapshot(_action("c", 2, expected_duration="100s"), _action("d", 4))
     assert _forecasts(snapshot) == _forecasts(snapshot)
+
+
+def test_simulated_ticks_widen_to_reach_further_and_say_so() -> None:
+    """With the spacing doubling after every simulated tick (D182): the first at 00:01:30,
+    one period on; the next two periods on from there, at the first end after it (a's, at
+    00:01:40), so b and c start at 00:03:30, where the ticks are 2 minutes apart; then four,
+    so d (after b's end at 00:04:20 and c's at 00:05:10) starts at 00:07:30."""
+    got = _forecasts(
+        _snapshot(_action("c", 2, expected_duration="100s"), _action("d", 4)),
+        budget=ForecastBudget(period_s=60, widening=1),
+    )
+    assert {key: start for key, (start, _) in got.items()} == {
+        "b": NOW + timedelta(seconds=180),
+        "c": NOW + timedelta(seconds=180),
+        "d": NOW + timedelta(seconds=420),
+    }
+    assert got["b"][1].endswith(
+        "; simulated ticks are 2m apart this far ahead, so it may start up to that much sooner"
+    )
