@@ -29,13 +29,17 @@ from models.explanation import Explanation
 from models.forecast import LearnedDurations, StartForecast, forecast_lines
 from models.result import TickResult, join_result, split_result
 from models.snapshot import Action, Snapshot
-from solver import TickOptions, tick
+from solver import TickOptions
 from solver.explain.action import explain, explain_failure
+from solver.placement.resume import TickState
 from solver.replay.forecast import ForecastBudget, forecast
+from solver.tick import tick_with_state
 
 log = logging.getLogger("sluice.tick")
 
-TickFn = Callable[[Snapshot], TickResult]
+TickFn = Callable[[Snapshot], TickResult | tuple[TickResult, TickState]]
+"""A tick of a snapshot: the real engine gives its state too (solver.tick.tick_with_state),
+which the blocked heads' explanations resume from; a test's stand-in may give the result."""
 ForecastFn = Callable[[Snapshot, TickResult, LearnedDurations], dict[str, StartForecast]]
 """After a tick: its snapshot, its result and the learned run times -> forecasts by action."""
 
@@ -47,7 +51,7 @@ ticks reach hours ahead rather than a few periods of a fast service."""
 def solver_tick(time_limit_s: float, wall_guard_s: float | None = None) -> TickFn:
     """The real engine, with the service's time limit and wall-clock guard."""
     options = TickOptions(time_limit_s=time_limit_s, wall_guard_s=wall_guard_s)
-    return functools.partial(tick, options=options)
+    return functools.partial(tick_with_state, options=options)
 
 
 def service_forecast(period_s: float, time_limit_s: float) -> ForecastFn:
@@ -105,9 +109,10 @@ def solve_tick(
 ) -> SolvedTick:
     """`keep_as`: keep the snapshot and result here under this key, for `forecast_kept`."""
     started = time.perf_counter()
-    result = tick_fn(snapshot)
+    ticked = tick_fn(snapshot)
+    result, state = ticked if isinstance(ticked, tuple) else (ticked, None)
     solved = time.perf_counter()
-    explanations = explain_blocked_heads(snapshot, result, heads)
+    explanations = explain_blocked_heads(snapshot, result, heads, state)
     if keep_as is not None:
         _KEPT[keep_as] = (snapshot, result)
     return SolvedTick(
@@ -223,9 +228,14 @@ def explain_failure_from_file(
 
 
 def explain_blocked_heads(
-    snapshot: Snapshot, result: TickResult, heads: HeadExplaining
+    snapshot: Snapshot,
+    result: TickResult,
+    heads: HeadExplaining,
+    state: TickState | None = None,
 ) -> dict[str, Explanation]:
-    """Each blocked head's explanation, in queue-name order until the budget is spent."""
+    """Each blocked head's explanation, in queue-name order until the budget is spent;
+    `state`: the tick's own that made `result`, shared by their proofs (else each rebuilds
+    it from the snapshot and the result)."""
     started = time.perf_counter()
     explanations: dict[str, Explanation] = {}
     for name, metrics in sorted(result.queues.items()):
@@ -234,7 +244,9 @@ def explain_blocked_heads(
         if time.perf_counter() - started >= heads.budget_s:
             break
         try:
-            explanations[name] = explain(snapshot, metrics.head_action, result, heads.options)
+            explanations[name] = explain(
+                snapshot, metrics.head_action, result, heads.options, state
+            )
         except SluiceError:
             continue  # the head is not in the snapshot: nothing to show
     return explanations

@@ -82,13 +82,16 @@ def global_order(snapshot: Snapshot) -> list[Action]:
     return [entry[3] for entry in pending]
 
 
-def read_line(snapshot: Snapshot, action_id: str, result: TickResult) -> Line:
+def read_line(
+    snapshot: Snapshot, action_id: str, result: TickResult, order: list[Action] | None = None
+) -> Line:
     """The decisions ahead of `action_id` (a pending action of `snapshot`) in `result`.
 
     `result` may come from an earlier snapshot (the service's last tick): admissions
     whose actions are running by now are already in the snapshot as running work.
+    `order`: the snapshot's `global_order`, when the caller has it.
     """
-    order = global_order(snapshot)
+    order = global_order(snapshot) if order is None else order
     position = next((i for i, a in enumerate(order) if a.id == action_id), None)
     if position is None:
         raise NotFound(f"action {action_id!r} is not queued in the snapshot")
@@ -296,9 +299,12 @@ def proof_snapshot(snapshot: Snapshot, action_id: str, result: TickResult) -> Sn
     return _reduced(snapshot, read_line(snapshot, action_id, result), fixed=True)
 
 
-def freeze(snapshot: Snapshot, action_id: str, result: TickResult) -> Frozen:
-    """The ledger form: compile the reduced world and place the admissions ahead."""
-    line = read_line(snapshot, action_id, result)
+def freeze(
+    snapshot: Snapshot, action_id: str, result: TickResult, order: list[Action] | None = None
+) -> Frozen:
+    """The ledger form: compile the reduced world and place the admissions ahead (`order`
+    as for `read_line`)."""
+    line = read_line(snapshot, action_id, result, order)
     world = _reduced(snapshot, line, fixed=False)
     problem = compile_snapshot(world)
     plan = Plan(problem)
@@ -327,7 +333,8 @@ def freeze(snapshot: Snapshot, action_id: str, result: TickResult) -> Frozen:
             placement = plan_placement(
                 decision.cluster, decision.containers, cluster_index, pool_index
             )
-        plan.admit(info, placement)
+        plan.admit(info, placement, defer_room=True)
+    plan.settle()  # all the room at once: nothing placed here reads it in between
     assert target is not None  # the explained action is pending in the reduced world
     return Frozen(line, world, problem, plan, target)
 

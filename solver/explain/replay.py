@@ -176,13 +176,19 @@ class Replayer:
     def refused_ahead(self) -> list[Action]:
         """Actions ahead of this one in the line that the tick did not schedule, in order:
         the ones a change may let in first."""
-        order = self._order()
+        order = self.order()
         target = next(i for i, a in enumerate(order) if a.id == self.action_id)
         return [a for a in order[:target] if a.id not in self.scheduled]
 
-    def _order(self) -> list[Action]:
+    def order(self) -> list[Action]:
+        """The snapshot's pending actions in global order: the tick's problem has them so
+        (compile_snapshot sorts the same way), when its state is at hand."""
         if self._line is None:
-            self._line = global_order(self.snapshot)
+            if self.state is None:
+                self._line = global_order(self.snapshot)
+            else:
+                by_id = {a.id: a for a in self.snapshot.actions}
+                self._line = [by_id[a.id] for a in self.state.problem.actions]
         return self._line
 
     def _changed_order(self, changed: Snapshot, changes: list[Change]) -> list[Action]:
@@ -191,7 +197,7 @@ class Replayer:
         if any(c.kind is ChangeKind.ROUTE_TO_QUEUE for c in changes):
             return global_order(changed)
         by_id = {a.id: a for a in changed.actions if a.state is ActionState.QUEUED}
-        return [by_id[a.id] for a in self._order() if a.id in by_id]
+        return [by_id[a.id] for a in self.order() if a.id in by_id]
 
     def _as_running(self, action: Action) -> Action:
         running = self._running.get(action.id)

@@ -36,7 +36,7 @@ def explain_waiting(
     snapshot: Snapshot, action_id: str, result: TickResult, replayer: Replayer
 ) -> Explanation:
     """`replayer` proves the suggestions: it re-runs the tick of `result`."""
-    frozen = freeze(snapshot, action_id, result)
+    frozen = freeze(snapshot, action_id, result, replayer.order())
     model = ExplainModel(frozen)
     words = _Words(model, result)
     waiting = next((w for w in result.waiting if w.action == action_id), None)
