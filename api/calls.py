@@ -155,26 +155,34 @@ class QueueSettings(TypedDict, total=False):
     clusters: list[str] | None
 
 
-class Submission(TypedDict, total=False):
-    """One action's keywords, for `Actions.spec`/`submit` and `Action.spec`/`submit`.
+class ActionRequest(TypedDict, total=False):
+    """What one action asks for: a submission's keywords without its place (queue, run, id),
+    which is what a trigger's action gives (`Trigger`).
 
     `resources`, `gpu` and `node_selector` describe a single container (`containers` gives
     several); with a `task`, what is not given comes from it. `expected_duration` (`"2h"`,
     seconds) is how long it runs, for start forecasts."""
 
-    queue: str | None
     resources: Mapping[str, str | int] | None
     gpu: str | int | None
     node_selector: Mapping[str, str] | None
     containers: list[JSON] | None
     environment: str | None
-    run: str | None
-    id: str | None
     max_queued_time: str | float | None
     deadline: str | float | None
     task: str | None
-    run_queue: str | None
     expected_duration: str | float | None
+
+
+class Submission(ActionRequest, total=False):
+    """One action's keywords, for `Actions.spec`/`submit` and `Action.spec`/`submit`: what it
+    asks for (ActionRequest), and where it goes: its queue, its run (`run_queue`: the queue a
+    new run is created with) and its id."""
+
+    queue: str | None
+    run: str | None
+    id: str | None
+    run_queue: str | None
 
 
 class ActionFilter(TypedDict, total=False):

@@ -31,6 +31,7 @@ import httpx
 
 from api.calls import (
     ActionFilter,
+    ActionRequest,
     Actions,
     Call,
     Clusters,
@@ -690,6 +691,7 @@ class Trigger:
     `Action.spec`, without id, run or queue), or one action from `Action.spec`'s keywords.
     """
 
+    @keywords(ActionRequest)
     def __init__(
         self,
         name: str,
@@ -699,7 +701,7 @@ class Trigger:
         actions: builtins.list[JSON] | None = None,
         catch_up: str | None = None,
         paused: bool | None = None,
-        **spec: Any,
+        **spec: Unpack[ActionRequest],
     ) -> None:
         self.name = name
         self.schedule = schedule

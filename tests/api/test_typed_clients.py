@@ -314,16 +314,19 @@ def test_async_job_wait_polls_until_the_job_settles(svc: Service) -> None:
 @pytest.mark.slow
 def test_mypy_checks_the_client_types(tmp_path: Path) -> None:
     """ "the client's types are checked by mypy in a test file that uses them": this file
-    type-checks, and a typo in a field of an answer is an error before anything runs."""
+    type-checks, and a typo in a field of an answer, or in a keyword, is an error before
+    anything runs."""
     typo = tmp_path / "typo.py"
     typo.write_text(
         textwrap.dedent(
             """
             from api.calls import Queues
-            from api.client import SluiceClient
+            from api.client import Cron, SluiceClient, Trigger
 
             def blocked(client: SluiceClient) -> bool:
                 return client.send(Queues.details("research")).head_blokced
+
+            nightly = Trigger("nightly", Cron("0 2 * * *"), queue="batch", resorces={"cpu": "4"})
             """
         )
     )
@@ -334,3 +337,5 @@ def test_mypy_checks_the_client_types(tmp_path: Path) -> None:
     assert status == 0, out
     out, _, status = mypy_api.run([*options, str(typo)])
     assert status == 1 and '"QueuePublic" has no attribute "head_blokced"' in out, out
+    # A trigger's action keywords are a submission's without its place (ActionRequest).
+    assert 'Unexpected keyword argument "resorces" for "Trigger"' in out, out
