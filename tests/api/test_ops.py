@@ -155,7 +155,8 @@ def test_readyz_is_503_until_the_replica_shows_a_tick(tmp_path: Path) -> None:
             raise RuntimeError("not yet")
         return tick(snapshot)
 
-    with service(tmp_path, tick_fn=late) as svc:  # its first tick failed
+    # No cluster: defining one wakes the ticker, whose second tick could then come first.
+    with service(tmp_path, tick_fn=late, cluster=None) as svc:  # its first tick failed
         ready = svc.http.get("/readyz")
         assert ready.status_code == 503
         assert ready.json() == {"ready": False, "workers_ready": True, "last_tick": 0}

@@ -140,7 +140,9 @@ def start_server(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    # Generous: on a loaded 2-core machine the imports and the two spawned solver workers
+    # took over 30 s; a ready server returns at once.
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"sluice serve exited: {log.read_text()}")
