@@ -52,6 +52,7 @@ class RoomBounds:
         self._arc_cache = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self._room: dict[Family, np.ndarray] = {}
         self._eligible: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
+        self._placeable: dict[tuple[int, tuple[tuple[int, bytes], ...]], int] = {}
 
     def admit(self, queue: int, items: list[Item]) -> None:
         """Count a decided unit's containers (an action's, or a pool's it starts)."""
@@ -66,8 +67,15 @@ class RoomBounds:
     def refutes(self, queue: int, items: list[Item]) -> bool:
         """Whether no placement of `items` (one unit of `queue`) exists next to the decided
         admissions, however they are repacked: a proof, never a guess."""
+        # A request found placeable stays so until a decided container is added.
+        key = (queue, tuple((id(item.pools), item.request.tobytes()) for item in items))
+        if self._placeable.get(key) == len(self.requests):
+            return False
         clusters = self._clusters(queue, items)
-        return all(self._refuted_in(cluster, items) for cluster in clusters)
+        if all(self._refuted_in(cluster, items) for cluster in clusters):
+            return True
+        self._placeable[key] = len(self.requests)
+        return False
 
     def confined(self, queue: int, items: list[Item], pools: frozenset[int]) -> bool:
         """Whether every container of the unit may only ever be placed on `pools`."""
@@ -135,6 +143,8 @@ class RoomBounds:
         flow.add_arcs_with_capacity(
             np.full(groups, SOURCE, dtype=np.int64), 2 + np.arange(groups), demand
         )
+        asking = demand[tails] > 0  # most groups ask nothing of a GPU family, say
+        tails, heads = tails[asking], heads[asking]
         flow.add_arcs_with_capacity(
             2 + tails, 2 + groups + heads, np.full(len(tails), total, dtype=np.int64)
         )
