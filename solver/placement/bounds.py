@@ -52,6 +52,7 @@ class RoomBounds:
         self._arc_cache = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self._room: dict[Family, np.ndarray] = {}
         self._eligible: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
+        self._unit_clusters: dict[tuple[int, tuple[int, ...]], list[int]] = {}
         self._placeable: dict[tuple[int, tuple[tuple[int, bytes], ...]], int] = {}
 
     def admit(self, queue: int, items: list[Item]) -> None:
@@ -84,8 +85,13 @@ class RoomBounds:
 
     def _clusters(self, queue: int, items: list[Item]) -> list[int]:
         """The clusters a unit may choose: routed, and each container has a pool there."""
-        routed = self.problem.queues[queue].clusters
-        return [c for c in routed if all(c in item.pools for item in items)]
+        key = (queue, tuple(id(item.pools) for item in items))
+        clusters = self._unit_clusters.get(key)
+        if clusters is None:
+            routed = self.problem.queues[queue].clusters
+            clusters = [c for c in routed if all(c in item.pools for item in items)]
+            self._unit_clusters[key] = clusters
+        return clusters
 
     def _eligible_pools(self, item: Item, clusters: list[int]) -> tuple[int, ...]:
         key = (id(item.pools), tuple(clusters))
@@ -171,9 +177,14 @@ class RoomBounds:
     def _demand(self, family: Family) -> np.ndarray:
         demand = self._families.get(family)
         if demand is None:
-            demand = np.zeros(len(self.group_pools), dtype=np.int64)
-            for request, g in zip(self.requests, self.container_group, strict=True):
-                demand[g] += _amount(request, family)
+            dim, size, slots = family
+            values = np.array([request[dim] for request in self.requests], dtype=np.int64)
+            amounts = np.where(values >= size, 1 if slots else values, 0)
+            demand = np.bincount(
+                np.array(self.container_group, dtype=np.int64),
+                weights=amounts,
+                minlength=len(self.group_pools),
+            ).astype(np.int64)
             self._families[family] = demand
         return demand
 
