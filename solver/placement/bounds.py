@@ -5,13 +5,13 @@ must be placed does not, and each may only land on the pools it is eligible for 
 cluster where every container of its unit has one), next to the running work, which is
 pinned. Relaxing "on one node" to "in one pool" gives, per resource, a transport problem
 from groups of containers (by the pools they may use) to pools (by their capacity): if
-no flow carries every container's demand, no placement exists. Three such flows per
-resource, each a necessary condition:
+no flow carries every container's demand, no placement exists. Each of these flows is a
+necessary condition:
 
-- volume of size k: the containers requesting k or more, by what they request, into the
-  room of the nodes that could take one (k = 1: all of it);
-- slots of size k: the containers requesting k or more, one each, into how many of them
-  the nodes take side by side (`capacity // k` a node).
+- volume, per resource: what the containers request into the pools' room;
+- per GPU count k the action asks for: the containers of k GPUs or more, by what they
+  request, into the GPUs of the nodes that could take one; and the same containers, one
+  each, into how many of them the nodes take side by side (`capacity // k` a node).
 
 An action for which, in every cluster it could use, one of them has no such flow cannot
 be admitted next to the decided admissions: the refusal is a proof. Admissions only add
