@@ -5,13 +5,13 @@ must be placed does not, and each may only land on the pools it is eligible for 
 cluster where every container of its unit has one), next to the running work, which is
 pinned. Relaxing "on one node" to "in one pool" gives, per resource, a transport problem
 from groups of containers (by the pools they may use) to pools (by their capacity): if
-no flow carries every container's demand, no placement exists. Three such flows per
-resource, each a necessary condition:
+no flow carries every container's demand, no placement exists. Each of these flows is a
+necessary condition:
 
-- volume of size k: the containers requesting k or more, by what they request, into the
-  room of the nodes that could take one (k = 1: all of it);
-- slots of size k: the containers requesting k or more, one each, into how many of them
-  the nodes take side by side (`capacity // k` a node).
+- volume, per resource: what the containers request into the pools' room;
+- per GPU count k the action asks for: the containers of k GPUs or more, by what they
+  request, into the GPUs of the nodes that could take one; and the same containers, one
+  each, into how many of them the nodes take side by side (`capacity // k` a node).
 
 An action for which, in every cluster it could use, one of them has no such flow cannot
 be admitted next to the decided admissions: the refusal is a proof. Admissions only add
@@ -21,8 +21,6 @@ of the tick, and for any request no smaller with the same eligibility.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 from ortools.graph.python.max_flow import SimpleMaxFlow
 
@@ -31,13 +29,6 @@ from solver.placement.problem import GPU_DIM, UNBOUNDED, Item, Problem
 # A family of flows: (resource, size k, counting slots rather than volume).
 Family = tuple[int, int, bool]
 SOURCE, SINK = 0, 1  # the flow's nodes; then the groups, then the pools
-
-
-@dataclass
-class _Demand:
-    """What the decided containers ask of one family, per eligibility group."""
-
-    by_group: list[int] = field(default_factory=list)
 
 
 class RoomBounds:
@@ -55,9 +46,14 @@ class RoomBounds:
         self.group_pools: list[np.ndarray] = []
         self.requests: list[np.ndarray] = []  # per decided container
         self.container_group: list[int] = []
-        self._families: dict[Family, _Demand] = {}
+        # What the decided containers ask of each family of flows, per group.
+        self._families: dict[Family, np.ndarray] = {}
+        self._arc_groups = -1
+        self._arc_cache = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self._room: dict[Family, np.ndarray] = {}
         self._eligible: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
+        self._unit_clusters: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+        self._placeable: dict[tuple[int, tuple[tuple[int, bytes], ...]], int] = {}
 
     def admit(self, queue: int, items: list[Item]) -> None:
         """Count a decided unit's containers (an action's, or a pool's it starts)."""
@@ -67,13 +63,20 @@ class RoomBounds:
             self.requests.append(item.request)
             self.container_group.append(g)
             for family, demand in self._families.items():
-                demand.by_group[g] += _amount(item.request, family)
+                demand[g] += _amount(item.request, family)
 
     def refutes(self, queue: int, items: list[Item]) -> bool:
         """Whether no placement of `items` (one unit of `queue`) exists next to the decided
         admissions, however they are repacked: a proof, never a guess."""
+        # A request found placeable stays so until a decided container is added.
+        key = (queue, tuple((id(item.pools), item.request.tobytes()) for item in items))
+        if self._placeable.get(key) == len(self.requests):
+            return False
         clusters = self._clusters(queue, items)
-        return all(self._refuted_in(cluster, items) for cluster in clusters)
+        if all(self._refuted_in(cluster, items) for cluster in clusters):
+            return True
+        self._placeable[key] = len(self.requests)
+        return False
 
     def confined(self, queue: int, items: list[Item], pools: frozenset[int]) -> bool:
         """Whether every container of the unit may only ever be placed on `pools`."""
@@ -82,8 +85,13 @@ class RoomBounds:
 
     def _clusters(self, queue: int, items: list[Item]) -> list[int]:
         """The clusters a unit may choose: routed, and each container has a pool there."""
-        routed = self.problem.queues[queue].clusters
-        return [c for c in routed if all(c in item.pools for item in items)]
+        key = (queue, tuple(id(item.pools) for item in items))
+        clusters = self._unit_clusters.get(key)
+        if clusters is None:
+            routed = self.problem.queues[queue].clusters
+            clusters = [c for c in routed if all(c in item.pools for item in items)]
+            self._unit_clusters[key] = clusters
+        return clusters
 
     def _eligible_pools(self, item: Item, clusters: list[int]) -> tuple[int, ...]:
         key = (id(item.pools), tuple(clusters))
@@ -97,8 +105,8 @@ class RoomBounds:
         if g is None:
             g = self.group_of[pools] = len(self.group_pools)
             self.group_pools.append(np.array(pools, dtype=np.int64))
-            for demand in self._families.values():
-                demand.by_group.append(0)
+            for family in list(self._families):
+                self._families[family] = np.append(self._families[family], 0)
         return g
 
     def _refuted_in(self, cluster: int, items: list[Item]) -> bool:
@@ -112,61 +120,72 @@ class RoomBounds:
         return False
 
     def _families_of(self, items: list[Item]) -> list[Family]:
-        dims = sorted(
-            {d for item in items for d in np.flatnonzero(item.request).tolist()},
-            key=lambda d: (d != GPU_DIM, d),
-        )
-        families: list[Family] = []
-        for d in dims:
-            sizes = sorted({int(item.request[d]) for item in items if item.request[d]})
-            families.append((d, 1, False))
+        """GPUs first (the scarce resource, where sizes matter), then the volume of the rest.
+
+        Measured at M: of 1,337 flows that fell short, 1,324 were of GPU volume and 2 of
+        CPU or memory per size, which cost as many flows as all the others.
+        """
+        requested = {d for item in items for d in np.flatnonzero(item.request).tolist()}
+        order = sorted(requested, key=lambda d: d != GPU_DIM)
+        families: list[Family] = [(d, 1, False) for d in order]
+        if GPU_DIM in requested:
+            sizes = sorted({int(item.request[GPU_DIM]) for item in items})
             # Size 1 adds nothing to the volume flow: a container of k takes k of it.
-            families += [(d, size, slots) for size in sizes if size > 1 for slots in (True, False)]
+            families[1:1] = [(GPU_DIM, k, slots) for k in sizes if k > 1 for slots in (True, False)]
         return families
 
     def _flows(self, family: Family, wanted: list[tuple[int, int]]) -> bool:
         """Whether one flow carries every decided container's demand and `wanted`."""
-        demand = list(self._demand(family).by_group)
+        demand = self._demand(family).copy()
         for g, amount in wanted:
             demand[g] += amount
-        groups = np.flatnonzero(np.array(demand, dtype=np.int64))
-        room = self._room_of(family)
-        total = int(sum(demand))
+        total = int(demand.sum())
         if total == 0:
             return True
-        pools = [self.group_pools[g] for g in groups]
-        counts = np.array([len(p) for p in pools], dtype=np.int64)
-        heads = np.concatenate(pools)
-        group_node = 2 + np.arange(len(groups), dtype=np.int64)
-        pool_base = 2 + len(groups)
-        used_pools = np.unique(heads)
+        groups = len(demand)
+        tails, heads = self._arcs()
+        pools = np.arange(len(self.problem.pools), dtype=np.int64)
         flow = SimpleMaxFlow()
         flow.add_arcs_with_capacity(
-            np.full(len(groups), SOURCE, dtype=np.int64),
-            group_node,
-            np.array([demand[g] for g in groups], dtype=np.int64),
+            np.full(groups, SOURCE, dtype=np.int64), 2 + np.arange(groups), demand
+        )
+        asking = demand[tails] > 0  # most groups ask nothing of a GPU family, say
+        tails, heads = tails[asking], heads[asking]
+        flow.add_arcs_with_capacity(
+            2 + tails, 2 + groups + heads, np.full(len(tails), total, dtype=np.int64)
         )
         flow.add_arcs_with_capacity(
-            np.repeat(group_node, counts),
-            pool_base + heads,
-            np.full(len(heads), total, dtype=np.int64),
-        )
-        flow.add_arcs_with_capacity(
-            pool_base + used_pools,
-            np.full(len(used_pools), SINK, dtype=np.int64),
-            np.minimum(room[used_pools], total),
+            2 + groups + pools,
+            np.full(len(pools), SINK, dtype=np.int64),
+            np.minimum(self._room_of(family), total),
         )
         if flow.solve(SOURCE, SINK) != SimpleMaxFlow.OPTIMAL:
             return True  # not decided: no proof
         return bool(flow.optimal_flow() >= total)
 
-    def _demand(self, family: Family) -> _Demand:
+    def _arcs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each group's arcs to the pools it may use: (group, pool) pairs."""
+        if self._arc_groups != len(self.group_pools):
+            counts = [len(pools) for pools in self.group_pools]
+            self._arc_cache = (
+                np.repeat(np.arange(len(counts), dtype=np.int64), counts),
+                np.concatenate(self.group_pools),
+            )
+            self._arc_groups = len(self.group_pools)
+        return self._arc_cache
+
+    def _demand(self, family: Family) -> np.ndarray:
         demand = self._families.get(family)
         if demand is None:
-            by_group = [0] * len(self.group_pools)
-            for request, g in zip(self.requests, self.container_group, strict=True):
-                by_group[g] += _amount(request, family)
-            demand = self._families[family] = _Demand(by_group)
+            dim, size, slots = family
+            values = np.array([request[dim] for request in self.requests], dtype=np.int64)
+            amounts = np.where(values >= size, 1 if slots else values, 0)
+            demand = np.bincount(
+                np.array(self.container_group, dtype=np.int64),
+                weights=amounts,
+                minlength=len(self.group_pools),
+            ).astype(np.int64)
+            self._families[family] = demand
         return demand
 
     def _room_of(self, family: Family) -> np.ndarray:

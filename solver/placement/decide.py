@@ -191,14 +191,16 @@ class Decider:
             self._admit(ledger, action, placement)
             return ledger
         clusters = ledger.candidate_clusters(items, action.queue)
-        if not self._may_fit(items, clusters) or self.bounds.refutes(action.queue, items):
-            self.stats.bound_refusals += 1
+        if not self._may_fit(items, clusters):
             checked: Plan | Refusal = capped or NO_ROOM
             proven = True
         elif self.budget.exhausted():
             # Past the time limit best-fit has the last word; "no room" is said only where a
-            # bound proves it.
+            # bound proves it (the flows too cost time in proportion to the line: D154).
             return capped or OUT_OF_TIME
+        elif self.bounds.refutes(action.queue, items):
+            self.stats.bound_refusals += 1
+            checked, proven = capped or NO_ROOM, True
         else:
             checked, proven = self._check(ledger, action, items, clusters, capped)
         if isinstance(checked, Refusal):
