@@ -16,6 +16,7 @@ import numpy as np
 from models.devices import NVIDIA_GPU
 from models.resources import EMPTY, ResourceKind, ResourceVector, kind_of, spelled
 from models.result import WaitReason
+from solver.placement.landing import LandingOrder
 from solver.placement.problem import CPU_DIM, GPU_DIM, ActionInfo, Item, Problem
 
 Spot = tuple[int, int]  # (pool index, node index)
@@ -89,6 +90,7 @@ class Plan:
             total = self.class_free.setdefault(pool.device or "", np.zeros(len(problem.dims)))
             total += free.sum(axis=0) * pool.declared
         self.untyped_on: dict[str, int] = {}  # this tick's untyped GPUs per device, all queues
+        self.landing = LandingOrder(problem, self.class_free)  # kept as it is by fork
         # Admissions whose room is taken at the next `settle` (solver.placement.resume).
         self.deferred: list[tuple[UnitKey, int, list[Item], NodeAssignment]] = []
         self.moves = 0  # units moved so far: a resumed walk's nodes may then have less room
@@ -268,7 +270,10 @@ class Plan:
         for i in order:
             item = items[i]
             spot = None
-            for p in item.pools[cluster]:
+            pools = item.pools[cluster]
+            if item.untyped and not self.first_fit:
+                pools = self.landing.order(pools)
+            for p in pools:
                 if p not in roomy[i]:
                     continue
                 device = self.problem.pools[p].device
