@@ -2,7 +2,7 @@
 latency during ticks against between them, with 10,000 actions queued.
 
     .venv/bin/python -m bench.service_load [--seconds 10] [--concurrency 8] [--queued 10000]
-        [--tick-worker thread --tick-worker process] [--sluice PATH]
+        [--tick-worker thread --tick-worker process] [--sluice PATH] [--no-ticks]
 
 It starts its own server on a loopback port with a fresh SQLite file (WAL,
 synchronous=FULL), so every acknowledged submission has been fsynced. Each --tick-worker
@@ -185,6 +185,11 @@ def main() -> None:
         help="repeatable; default: thread, then process",
     )
     parser.add_argument("--sluice", default=SLUICE, help="the server's `sluice` executable")
+    parser.add_argument(
+        "--no-ticks",
+        action="store_true",
+        help="submissions alone: no tick after the fill (a period of a day), no GET phase",
+    )
     args = parser.parse_args()
     for worker in args.tick_worker or ["thread", "process"]:
         print(f"--tick-worker {worker}:")
@@ -192,14 +197,18 @@ def main() -> None:
 
 
 def _measure(server: Server, args: argparse.Namespace) -> None:
+    period = 86_400.0 if args.no_ticks else args.period
     with (
         tempfile.TemporaryDirectory() as tmp,
-        _server(Path(tmp) / "tick.db", args.period, server) as (url, pid),
+        _server(Path(tmp) / "tick.db", period, server) as (url, pid),
     ):
         started = time.perf_counter()
         _fill(url, args.queued)
         filled = time.perf_counter() - started
         print(f"  batch submissions: {args.queued / filled:,.0f}/s (batches of 1,000)")
+        if args.no_ticks:
+            _submissions(url, pid, args.queued, args, "no tick after the fill")
+            return
         samples = _next_ticks(url, 5)
         waiting = sum(q["waiting"] for q in httpx.get(f"{url}/queues").json())
         steady = samples[1:]  # the first may still be deciding the fill itself
@@ -217,18 +226,22 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
             f" {p99_outside * 1000:.0f} ms outside ({len(outside)});"
             f" ratio {p99_during / p99_outside:.2f}x"
         )
-        cpu_before, own_before = _cpu_seconds(pid), time.process_time()
-        rate = asyncio.run(submissions_per_second([url], args.seconds, args.concurrency))
-        submitted = rate * args.seconds
-        server_ms = 1000 * (_cpu_seconds(pid) - cpu_before) / submitted
-        client_ms = 1000 * (time.process_time() - own_before) / submitted
-        print(
-            f"  durable submissions with {waiting:,} queued: {rate:,.0f}/s sustained over"
-            f" {args.seconds:g} s ({args.concurrency} concurrent callers, one action per"
-            f" POST, ticks running, SQLite WAL + synchronous=FULL, {os.cpu_count()} cores"
-            f" shared with the load); API process CPU per submission {server_ms:.2f} ms"
-            f" (the callers' {client_ms:.2f} ms); load average {os.getloadavg()[0]:.1f}"
-        )
+        _submissions(url, pid, waiting, args, "ticks running")
+
+
+def _submissions(url: str, pid: int, waiting: int, args: argparse.Namespace, ticks: str) -> None:
+    cpu_before, own_before = _cpu_seconds(pid), time.process_time()
+    rate = asyncio.run(submissions_per_second([url], args.seconds, args.concurrency))
+    submitted = rate * args.seconds
+    server_ms = 1000 * (_cpu_seconds(pid) - cpu_before) / submitted
+    client_ms = 1000 * (time.process_time() - own_before) / submitted
+    print(
+        f"  durable submissions with {waiting:,} queued: {rate:,.0f}/s sustained over"
+        f" {args.seconds:g} s ({args.concurrency} concurrent callers, one action per"
+        f" POST, {ticks}, SQLite WAL + synchronous=FULL, {os.cpu_count()} cores"
+        f" shared with the load); API process CPU per submission {server_ms:.2f} ms"
+        f" (the callers' {client_ms:.2f} ms); load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 async def _get_latencies(url: str, seconds: float) -> tuple[list[float], list[float]]:
