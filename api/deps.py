@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import Depends, Path, Query, Request, Response, status
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AwareDatetime
+from pydantic import AwareDatetime, BaseModel
 
 from api.auth import Principal
 from api.store.records import Listing, Order, Store
@@ -79,8 +79,8 @@ async def reject_unknown_query(request: Request) -> None:
     filter (or `offset`) is not silently ignored. An app-wide dependency; async, so it runs
     on the event loop instead of taking a worker thread."""
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute):
-        return
+    if not request.scope.get("query_string") or not isinstance(route, APIRoute):
+        return  # most requests have no query: parsing none cost 5% of a submission's CPU
     known = _query_names(route)
     for name in request.query_params:
         if name not in known:
@@ -145,6 +145,18 @@ def paged(next_after: int | None, listing: Listing, response: Response) -> None:
     """Tell the caller where the next page starts (no header on the last page)."""
     if next_after is not None:
         response.headers[NEXT_PAGE_HEADER] = _page_token(listing.order, next_after)
+
+
+def json_reply(body: BaseModel | Sequence[BaseModel], status_code: int = 200) -> Response:
+    """`body` as the JSON FastAPI would send for it, dumped once here. For a route declared
+    `def`, FastAPI re-validates a returned model in a worker thread before dumping it: a thread
+    hop and about 250 us per response, for models the views have just built validated. The
+    route names its model in `response_model=`, so the OpenAPI document stays the same."""
+    if isinstance(body, BaseModel):
+        content = body.model_dump_json()
+    else:
+        content = "[" + ",".join(model.model_dump_json() for model in body) + "]"
+    return Response(content, status_code, media_type="application/json")
 
 
 def created(response: Response, *segments: str) -> None:

@@ -2,7 +2,7 @@
 latency during ticks against between them, with 10,000 actions queued.
 
     .venv/bin/python -m bench.service_load [--seconds 10] [--concurrency 8] [--queued 10000]
-        [--tick-worker thread --tick-worker process] [--sluice PATH]
+        [--tick-worker thread --tick-worker process] [--sluice PATH] [--no-ticks]
 
 It starts its own server on a loopback port with a fresh SQLite file (WAL,
 synchronous=FULL), so every acknowledged submission has been fsynced. Each --tick-worker
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import json
 import math
 import os
 import re
@@ -85,31 +85,48 @@ def start_server(
     raise SystemExit("server did not start")
 
 
+SUBMISSION = {"queue": "load", "containers": [{"resources": {"cpu": "1", "memory": "1Gi"}}]}
+
+
 async def submissions_per_second(urls: list[str], seconds: float, concurrency: int) -> float:
     """Single-action POSTs from `concurrency` concurrent callers for `seconds`, the callers
-    spread evenly over the servers at `urls`."""
-    done = 0
+    spread evenly over the servers at `urls`, each on a keep-alive connection of its own.
+
+    The callers speak HTTP/1.1 on bare asyncio streams rather than through httpx: on the
+    same two cores as the server, httpx's 2-3 ms of CPU per POST was more than the server's
+    own, so the figure measured the load generator as much as the service."""
+    body = json.dumps(SUBMISSION).encode()
     stop_at = time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=concurrency)
-    async with contextlib.AsyncExitStack() as stack:
-        clients = [
-            await stack.enter_async_context(
-                httpx.AsyncClient(base_url=url, limits=limits, timeout=30)
-            )
-            for url in urls
-        ]
 
-        async def caller(client: httpx.AsyncClient) -> None:
-            nonlocal done
-            body = {"queue": "load", "containers": [{"resources": {"cpu": "1", "memory": "1Gi"}}]}
+    async def caller(url: str) -> int:
+        where = httpx.URL(url)
+        host, port = where.host, where.port or 80
+        reader, writer = await asyncio.open_connection(host, port)
+        request = (
+            f"POST /actions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        done = 0
+        try:
             while time.perf_counter() < stop_at:
-                response = await client.post("/actions", json=body)
-                response.raise_for_status()
+                writer.write(request)
+                status = int((await reader.readline()).split()[1])
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                answer = await reader.readexactly(length)
+                if status != 201:
+                    raise SystemExit(f"POST /actions answered {status}: {answer.decode()}")
                 done += 1
+        finally:
+            writer.close()
+        return done
 
-        started = time.perf_counter()
-        await asyncio.gather(*(caller(clients[i % len(clients)]) for i in range(concurrency)))
-        return done / (time.perf_counter() - started)
+    started = time.perf_counter()
+    done = await asyncio.gather(*(caller(urls[i % len(urls)]) for i in range(concurrency)))
+    return sum(done) / (time.perf_counter() - started)
 
 
 def _fill(url: str, count: int) -> None:
@@ -168,6 +185,11 @@ def main() -> None:
         help="repeatable; default: thread, then process",
     )
     parser.add_argument("--sluice", default=SLUICE, help="the server's `sluice` executable")
+    parser.add_argument(
+        "--no-ticks",
+        action="store_true",
+        help="submissions alone: no tick after the fill (a period of a day), no GET phase",
+    )
     args = parser.parse_args()
     for worker in args.tick_worker or ["thread", "process"]:
         print(f"--tick-worker {worker}:")
@@ -175,14 +197,18 @@ def main() -> None:
 
 
 def _measure(server: Server, args: argparse.Namespace) -> None:
+    period = 86_400.0 if args.no_ticks else args.period
     with (
         tempfile.TemporaryDirectory() as tmp,
-        _server(Path(tmp) / "tick.db", args.period, server) as (url, pid),
+        _server(Path(tmp) / "tick.db", period, server) as (url, pid),
     ):
         started = time.perf_counter()
         _fill(url, args.queued)
         filled = time.perf_counter() - started
         print(f"  batch submissions: {args.queued / filled:,.0f}/s (batches of 1,000)")
+        if args.no_ticks:
+            _submissions(url, pid, args.queued, args, "no tick after the fill")
+            return
         samples = _next_ticks(url, 5)
         waiting = sum(q["waiting"] for q in httpx.get(f"{url}/queues").json())
         steady = samples[1:]  # the first may still be deciding the fill itself
@@ -200,15 +226,22 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
             f" {p99_outside * 1000:.0f} ms outside ({len(outside)});"
             f" ratio {p99_during / p99_outside:.2f}x"
         )
-        cpu_before = _cpu_seconds(pid)
-        rate = asyncio.run(submissions_per_second([url], args.seconds, args.concurrency))
-        server_ms = 1000 * (_cpu_seconds(pid) - cpu_before) / (rate * args.seconds)
-        print(
-            f"  durable submissions with {waiting:,} queued: {rate:,.0f}/s sustained over"
-            f" {args.seconds:g} s ({args.concurrency} concurrent callers, one action per"
-            f" POST, ticks running, SQLite WAL + synchronous=FULL, {os.cpu_count()} cores"
-            f" shared with the load); API process CPU per submission {server_ms:.2f} ms"
-        )
+        _submissions(url, pid, waiting, args, "ticks running")
+
+
+def _submissions(url: str, pid: int, waiting: int, args: argparse.Namespace, ticks: str) -> None:
+    cpu_before, own_before = _cpu_seconds(pid), time.process_time()
+    rate = asyncio.run(submissions_per_second([url], args.seconds, args.concurrency))
+    submitted = rate * args.seconds
+    server_ms = 1000 * (_cpu_seconds(pid) - cpu_before) / submitted
+    client_ms = 1000 * (time.process_time() - own_before) / submitted
+    print(
+        f"  durable submissions with {waiting:,} queued: {rate:,.0f}/s sustained over"
+        f" {args.seconds:g} s ({args.concurrency} concurrent callers, one action per"
+        f" POST, {ticks}, SQLite WAL + synchronous=FULL, {os.cpu_count()} cores"
+        f" shared with the load); API process CPU per submission {server_ms:.2f} ms"
+        f" (the callers' {client_ms:.2f} ms); load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 async def _get_latencies(url: str, seconds: float) -> tuple[list[float], list[float]]:

@@ -16,6 +16,7 @@ from api.deps import (
     StoreDep,
     TickerDep,
     created,
+    json_reply,
     paged,
 )
 from api.errors import error_responses
@@ -96,10 +97,15 @@ def _route(
     return actions, Routing(sources=sources, run_queues=given)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 404, 409, 429))
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ActionPublic,
+    responses=error_responses(403, 404, 409, 429),
+)
 def submit_action(
-    body: ActionSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep, response: Response
-) -> ActionPublic:
+    body: ActionSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+) -> Response:
     """Queue one action. The reply comes once it is on disk.
 
     A full queue answers 429 RESOURCE_EXHAUSTED at once; a draining queue
@@ -108,20 +114,24 @@ def submit_action(
     actions, routing = _route([body], store, who, datetime.now(UTC))
     store.submit(actions, routing)
     (action,) = actions
-    created(response, "actions", action.id)
-    return action_view(ActionRecord.submitted(action, routing.sources[action.id]), ticker)
+    view = action_view(ActionRecord.submitted(action, routing.sources[action.id]), ticker)
+    reply = json_reply(view)
+    created(reply, "actions", action.id)
+    return reply
 
 
 @router.post(
     "/batch",
     status_code=status.HTTP_201_CREATED,
+    response_model=BatchAccepted,
     responses=error_responses(403, 404, 409, 429),
 )
-def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> BatchAccepted:
+def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> Response:
     """Queue many actions, all or none, in arrival order; each routed as `POST /actions`."""
     actions, routing = _route(body.actions, store, who, datetime.now(UTC))
     store.submit(actions, routing)
-    return BatchAccepted(ids=[action.id for action in actions])
+    accepted = BatchAccepted(ids=[action.id for action in actions])
+    return json_reply(accepted, status.HTTP_201_CREATED)
 
 
 @router.post("/move", responses=error_responses(403, 404, 409, 429))
@@ -163,11 +173,11 @@ def list_actions(
     return [action_view(record, ticker) for record in page.items]
 
 
-@router.get("/{action_id}", responses=error_responses(404))
+@router.get("/{action_id}", response_model=ActionPublic, responses=error_responses(404))
 def get_action(
     action_id: ActionId, store: StoreDep, ticker: TickerDep, _: PrincipalDep
-) -> ActionPublic:
-    return action_view(store.get_action(action_id), ticker)
+) -> Response:
+    return json_reply(action_view(store.get_action(action_id), ticker))
 
 
 @router.post("/{action_id}/cancel", responses=error_responses(403, 404, 409))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from api.deps import PrincipalDep, QueueName, StoreDep, TickerDep, created
+from api.deps import PrincipalDep, QueueName, StoreDep, TickerDep, created, json_reply
 from api.errors import error_responses
 from api.moves import parse_filter, refuse_infeasible
 from api.schemas.actions import Moved, QueueMove
@@ -28,7 +28,7 @@ def create_queue(
     return queue_view(store, ticker, body.name)
 
 
-@router.get("")
+@router.get("", response_model=list[QueuePublic])
 def list_queues(
     store: StoreDep,
     ticker: TickerDep,
@@ -37,14 +37,14 @@ def list_queues(
     pool: Annotated[
         list[str], Query(default_factory=list, description="only queues in these pools")
     ],
-) -> list[QueuePublic]:
-    return queue_views(store, ticker, pool)
+) -> Response:
+    return json_reply(queue_views(store, ticker, pool))
 
 
-@router.get("/{name}", responses=error_responses(404))
-def get_queue(name: QueueName, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> QueuePublic:
+@router.get("/{name}", response_model=QueuePublic, responses=error_responses(404))
+def get_queue(name: QueueName, store: StoreDep, ticker: TickerDep, _: PrincipalDep) -> Response:
     """A blocked strict_fifo head comes with the explanation its tick computed (no solve)."""
-    return queue_view(store, ticker, name)
+    return json_reply(queue_view(store, ticker, name))
 
 
 @router.patch("/{name}", responses=error_responses(403, 404))
