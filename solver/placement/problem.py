@@ -34,6 +34,8 @@ UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not de
 # replica. Far above any real fleet, far below what would exhaust memory.
 MAX_POOL_NODES = 2**20
 MAX_REPLICAS = 2**16
+# Container shapes matched to node pools at once (a shapes × pools × dimensions test each).
+MATCH_BLOCK = 1024
 
 log = logging.getLogger("sluice.engine")
 
@@ -196,7 +198,7 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
     dims = [CPU, MEMORY, "gpu", *extras]
     pools, pools_of_cluster = _compile_pools(snapshot, dims)
     queues = _compile_queues(snapshot)
-    items = _ItemMaker(dims, pools, snapshot.settings.default_gpu_type)
+    items = _ItemMaker(dims, pools, queues, snapshot.settings.default_gpu_type)
     queue_of = {q.name: q for q in queues}
     pool_of = {(pool.cluster, pool.name): pool for pool in pools}
     cluster_of = {c.name: i for i, c in enumerate(snapshot.clusters)}
@@ -208,12 +210,11 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
             if spec.replicas > MAX_REPLICAS:
                 raise Unrepresentable("replicas", spec.replicas, MAX_REPLICAS)
             containers = spec.replica_containers()
-            env_items = items.of(containers, queue, "resources")
+            env_items, demand = items.of(containers, queue, "resources")
         except (ArithmeticError, ValueError) as error:
             why = _rejected(f"environment {spec.name}", error, "actions that start it fail")
             envs.append(EnvInfo(e, spec.name, queue.index, spec.running, [], EMPTY, why))
             continue
-        demand = _demand(containers, env_items)
         envs.append(EnvInfo(e, spec.name, queue.index, spec.running, env_items, demand))
         if spec.running and spec.placement is not None:
             cluster = cluster_of[spec.placement.cluster]
@@ -231,12 +232,11 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
         # An action that joined a running pool holds a slot but no room: the pool holds that.
         if action.environment is None and action.placement is not None:
             try:
-                placed = items.of(action.containers, queue)
+                placed, demand = items.of(action.containers, queue)
             except (ArithmeticError, ValueError) as error:
                 # It runs whatever the engine thinks of it; what it holds cannot be counted.
                 _rejected(f"running action {action.id}", error, "what it holds is not counted")
                 continue
-            demand = _demand(action.containers, placed)
             cluster = cluster_of[action.placement.cluster]
             _charge_running(queue, demand, placed, action.placement, cluster, pool_of)
     pending.sort(key=lambda entry: entry[:3])
@@ -245,7 +245,7 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
     for order, (_, _, _, action) in enumerate(pending):
         queue = queue_of[action.queue]
         try:
-            action_items = items.of(action.containers, queue)
+            action_items, demand = items.of(action.containers, queue)
             compiled = ActionInfo(
                 index=order,
                 id=action.id,
@@ -257,7 +257,7 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
                 ),
                 deadline=action.deadline_at(),
                 items=action_items,
-                demand=_demand(action.containers, action_items),
+                demand=demand,
                 env=env_of[action.environment] if action.environment is not None else None,
             )
         except (ArithmeticError, ValueError) as error:
@@ -275,6 +275,7 @@ def compile_snapshot(snapshot: Snapshot) -> Problem:
                 unrepresentable=_rejected(f"action {action.id}", error, "it fails INFEASIBLE"),
             )
         actions.append(compiled)
+    items.match()
     cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
     skipped = sum(len(c.node_pools) for c in snapshot.clusters) - len(pools)
     for pool in pools:
@@ -401,34 +402,61 @@ def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
 class _ItemMaker:
     """Containers as request vectors, each with the node pools it may use."""
 
-    def __init__(self, dims: list[str], pools: list[PoolInfo], default_type: str | None) -> None:
+    def __init__(
+        self,
+        dims: list[str],
+        pools: list[PoolInfo],
+        queues: list[QueueInfo],
+        default_type: str | None,
+    ) -> None:
         self.dims = dims
+        self.queues = queues
         self.default_type = default_type
         self.matcher = _PoolMatcher(pools, len(dims))
+        # Items by (queue, request) shape, the first made of each; and by shape and name.
         self.shapes: dict[tuple, Item] = {}
+        self.named: dict[tuple, Item] = {}
+        self.unmatched: list[tuple[Item, QueueInfo]] = []  # shapes whose pools are not known
+        self.compiled: dict[tuple, tuple[list[Item], ResourceVector]] = {}
 
     def of(
         self, containers: list[Container], queue: QueueInfo, field_name: str = "containers"
-    ) -> list[Item]:
-        """The containers' items; Unrepresentable names the field (`containers.0.resources.
-        memory`, or `resources.memory` of an environment's replicas) the engine cannot hold."""
-        _check_containers(containers, field_name)
-        return [self.item(c, queue) for c in containers]
+    ) -> tuple[list[Item], ResourceVector]:
+        """The containers' items and what they charge their queue's caps; Unrepresentable
+        names the field (`containers.0.resources.memory`, or `resources.memory` of an
+        environment's replicas) the engine cannot hold.
 
-    def item(self, container: Container, queue: QueueInfo) -> Item:
+        Most actions of a queue repeat a few lists of containers: each list is compiled once
+        and its items shared by every action of it (none is mutated)."""
+        shapes = [self._shape(c, queue) for c in containers]
+        key = (field_name, *zip(shapes, (c.name for c in containers), strict=True))
+        known = self.compiled.get(key)
+        if known is None:
+            _check_containers(containers, field_name)
+            items = [self._item(c, shape) for c, shape in zip(containers, shapes, strict=True)]
+            known = self.compiled[key] = (items, _demand(containers, items))
+        return known
+
+    def _shape(self, container: Container, queue: QueueInfo) -> tuple:
+        """What the container's request vector and pool match depend on."""
         gpu = container.gpu
         device = None
         if gpu is not None:
             device = gpu.device.canonical if gpu.device else self.default_type
-        # Most containers of a line repeat a few requests: one request vector and one pool
-        # match per (queue, request), shared by every Item of that shape (none is mutated).
-        shape = (
+        return (
             queue.index,
             tuple(container.resources.items()),
             gpu.count if gpu is not None else 0,
             device,
             tuple(container.node_selector.items()),
         )
+
+    def _item(self, container: Container, shape: tuple) -> Item:
+        # Most containers of a line repeat a few requests: one request vector and one pool
+        # match per (queue, request), shared by every Item of that shape (none is mutated).
+        named = self.named.get((shape, container.name))
+        if named is not None:
+            return named
         known = self.shapes.get(shape)
         if known is None:
             request = np.zeros(len(self.dims), dtype=np.int64)
@@ -436,18 +464,23 @@ class _ItemMaker:
                 if name in self.dims:
                     request[self.dims.index(name)] = amount
             request[GPU_DIM] = shape[2]
-            item = Item(container.name, request, shape[2], device, dict(shape[4]))
-            item.pools, item.all_pools = self.matcher.match(item, queue)
-            known = self.shapes[shape] = item
-        return Item(
-            container.name,
-            known.request,
-            known.gpus,
-            known.device,
-            known.selector,
-            known.pools,
-            known.all_pools,
-        )
+            item = known = self.shapes[shape] = Item(
+                container.name, request, shape[2], shape[3], dict(shape[4])
+            )
+            self.unmatched.append((item, self.queues[shape[0]]))
+        else:
+            item = Item(container.name, known.request, known.gpus, known.device, known.selector)
+        self.named[(shape, container.name)] = item
+        return item
+
+    def match(self) -> None:
+        """Give every item its node pools: each shape's matched together with the others
+        (one numpy test per block of shapes), and shared by the items of that shape."""
+        self.matcher.match(self.unmatched)
+        self.unmatched = []
+        for (shape, _), item in self.named.items():
+            known = self.shapes[shape]
+            item.pools, item.all_pools = known.pools, known.all_pools
 
 
 def _demand(containers: list[Container], items: list[Item]) -> ResourceVector:
@@ -493,17 +526,25 @@ class _PoolMatcher:
         self._kinds: dict[tuple, np.ndarray] = {}
         self._groups: dict[bytes, tuple[dict[int, list[int]], np.ndarray]] = {}
 
-    def match(self, item: Item, queue: QueueInfo) -> tuple[dict[int, list[int]], np.ndarray]:
-        candidates = self._kind(item, queue)
-        flat = candidates[(self.rooms[candidates] >= item.request).all(axis=1)]
-        # Equal pool sets share one mapping, which keeps later per-shape caches small.
-        key = flat.tobytes()
-        if key not in self._groups:
-            by_cluster: dict[int, list[int]] = {}
-            for p in flat.tolist():
-                by_cluster.setdefault(self.pools[p].cluster, []).append(p)
-            self._groups[key] = (by_cluster, flat)
-        return self._groups[key]
+    def match(self, shapes: list[tuple[Item, QueueInfo]]) -> None:
+        """Set each item's pools: those of its kind with room for it on one empty node."""
+        for start in range(0, len(shapes), MATCH_BLOCK):
+            block = shapes[start : start + MATCH_BLOCK]
+            requests = np.array([item.request for item, _ in block], dtype=np.int64)
+            kinds = np.array([self._kind(item, queue) for item, queue in block], dtype=np.bool_)
+            fits = kinds.reshape(len(block), len(self.pools)) & (
+                self.rooms[None, :, :] >= requests.reshape(len(block), 1, -1)
+            ).all(axis=2)
+            for (item, _), row in zip(block, fits, strict=True):
+                # Equal pool sets share one mapping, which keeps later per-shape caches small.
+                key = row.tobytes()
+                if key not in self._groups:
+                    flat = np.flatnonzero(row)
+                    by_cluster: dict[int, list[int]] = {}
+                    for p in flat.tolist():
+                        by_cluster.setdefault(self.pools[p].cluster, []).append(p)
+                    self._groups[key] = (by_cluster, flat)
+                item.pools, item.all_pools = self._groups[key]
 
     def _kind(self, item: Item, queue: QueueInfo) -> np.ndarray:
         """Pools matching the container's accelerator, selector and routing, any size."""
@@ -520,8 +561,7 @@ class _PoolMatcher:
                 mask = self.devices == item.device
             else:
                 mask = self.whole_nvidia & (self._type_cap(queue) >= item.gpus)
-            mask &= self._routed(queue) & self._selected(item.selector)
-            self._kinds[key] = np.flatnonzero(mask)
+            self._kinds[key] = mask & self._routed(queue) & self._selected(item.selector)
         return self._kinds[key]
 
     def _routed(self, queue: QueueInfo) -> np.ndarray:
