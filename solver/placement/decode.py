@@ -46,6 +46,7 @@ def decode(
     result = Decisions()
     new_nodes = _new_node_numbers(problem, plan)
     no_room: dict[tuple, Refusal] = {}
+    waiting: list[tuple[ActionInfo, Refusal]] = []
     for action in problem.actions:
         i = action.index
         queue = problem.queues[action.queue].name
@@ -82,15 +83,21 @@ def decode(
                 if shape not in no_room:
                     no_room[shape] = room_refusal(problem, action, plan)
                 refusal = no_room[shape]
-            result.waiting.append(
-                WaitingAction(
-                    action=action.id,
-                    queue=queue,
-                    reason=refusal.reason,
-                    resource=refusal.resource,
-                    message=refusal.message,
-                )
-            )
+            waiting.append((action, refusal))
+    positions = place_in_line(problem, plan, [action for action, _ in waiting])
+    result.waiting = [
+        WaitingAction(
+            action=action.id,
+            queue=problem.queues[action.queue].name,
+            reason=refusal.reason,
+            resource=refusal.resource,
+            message=refusal.message,
+            queue_position=position.in_queue,
+            global_position=position.in_line,
+            ahead_competing=position.ahead_competing,
+        )
+        for (action, refusal), position in zip(waiting, positions, strict=True)
+    ]
     for e, placement in sorted(plan.env_started.items()):
         started = problem.envs[e]
         result.environments_started.append(
@@ -102,61 +109,87 @@ def decode(
             )
         )
     result.queues = _metrics(problem, plan, failures, heads)
-    place_in_line(problem, plan, result.waiting)
     return result
 
 
-def place_in_line(problem: Problem, plan: Plan, waiting: list[WaitingAction]) -> None:
-    """Fill in each of `waiting` (in global order) its place in line after this tick.
+def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> list[Position]:
+    """Each of `waiting` (in global order) its place in line after this tick.
 
     An action ahead could take the capacity one needs when it waits in the same queue (its
-    caps and concurrency) or could land in one of the same node pools. Actions are grouped
-    by (queue, pools); which groups compete is one matrix product, and the count ahead is
-    taken block by block of the line (counts so far times the block's rows of that matrix,
-    plus the competition inside the block), so the cost is numpy's, not a loop per action."""
-    infos = {action.id: action for action in problem.actions}
-    group_of: dict[tuple[int, tuple[int, ...]], int] = {}
-    pools_of: list[list[int]] = []
-    queue_of: list[int] = []
-    members: list[int] = []  # per waiting entry, its group
-    for entry in waiting:
-        action = infos[entry.action]
+    caps and concurrency) or could land in one of the same node pools. So the count ahead is
+    those of its queue, plus those on pools it shares, less those that are both: the middle
+    term counted per distinct set of pools (which sets share a pool is one bitwise test of
+    every pair), the last per queue among that queue's sets, each a block of the line at a
+    time (D210). The cost is numpy's over distinct pool sets, not a
+    loop per action."""
+    set_of: dict[tuple[int, ...], int] = {}
+    groups: dict[tuple[int, tuple[int, ...]], int] = {}  # (queue, pools per item) -> pool set
+    sets = np.zeros(len(waiting), dtype=np.int64)
+    queues = np.zeros(len(waiting), dtype=np.int64)
+    for k, action in enumerate(waiting):
         items = plan.items_to_place(action)
         key = (action.queue, tuple(id(item.all_pools) for item in items))
-        g = group_of.get(key)
-        if g is None:
-            g = group_of[key] = len(pools_of)
-            pools_of.append(sorted({p for item in items for p in item.all_pools.tolist()}))
-            queue_of.append(action.queue)
-        members.append(g)
-    # Floating point for BLAS (integer products take numpy's slow loop), exact all the same:
-    # the products of 0/1 pool rows count at most the pools (single precision holds that),
-    # the counts of waiting actions stay far below double precision's 2**53.
-    uses = np.zeros((len(pools_of), len(problem.pools)), dtype=np.float32)
-    for g, pools in enumerate(pools_of):
-        uses[g, pools] = 1
-    queues = np.array(queue_of, dtype=np.int64)
-    competing = queues[:, None] == queues[None, :]
-    for start in range(0, len(uses), PLACE_BLOCK):
-        # Row by row of groups, so the products never take more than a block's memory.
-        competing[start : start + PLACE_BLOCK] |= uses[start : start + PLACE_BLOCK] @ uses.T > 0
-    groups = np.array(members, dtype=np.int64)
-    ahead = np.zeros(len(groups))
-    seen = np.zeros(len(pools_of))  # waiting entries so far, per group
-    for start in range(0, len(groups), PLACE_BLOCK):
-        block = groups[start : start + PLACE_BLOCK]
-        rows = competing[block].astype(np.float64)
+        s = groups.get(key)
+        if s is None:
+            pools = tuple(sorted({p for item in items for p in item.all_pools.tolist()}))
+            s = groups[key] = set_of.setdefault(pools, len(set_of))
+        sets[k] = s
+        queues[k] = action.queue
+    uses = np.zeros((len(set_of), max(len(problem.pools), 1)), dtype=np.bool_)
+    for pools, s in set_of.items():
+        uses[s, list(pools)] = True
+    shares = _sharing(uses)
+    queue_position = np.zeros(len(waiting), dtype=np.int64)
+    both = np.zeros(len(waiting))
+    for q in np.unique(queues).tolist():
+        members = np.flatnonzero(queues == q)
+        queue_position[members] = np.arange(1, len(members) + 1)
+        local, inverse = np.unique(sets[members], return_inverse=True)
+        both[members] = _earlier_sharing(shares[np.ix_(local, local)], inverse)
+    # Counts of waiting actions stay far below double precision's 2**53: exact.
+    ahead = (queue_position - 1) + _earlier_sharing(shares, sets) - both
+    return [
+        Position(int(queue_position[k]), k + 1, round(ahead[k])) for k in range(len(waiting))
+    ]
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a waiting action stands after the tick (1 is the head)."""
+
+    in_queue: int
+    in_line: int
+    ahead_competing: int
+
+
+def _sharing(uses: np.ndarray) -> np.ndarray:
+    """Which pairs of pool sets (rows of 0/1 `uses`) share a pool: a bitwise AND of packed
+    rows, a block of rows at a time so it never takes more than a block's memory."""
+    packed = np.packbits(uses, axis=1)
+    padding = -packed.shape[1] % 8
+    words = np.pad(packed, ((0, 0), (0, padding))).view(np.uint64)
+    shares = np.zeros((len(uses), len(uses)), dtype=np.bool_)
+    for start in range(0, len(words), PLACE_BLOCK):
+        block = words[start : start + PLACE_BLOCK]
+        shares[start : start + PLACE_BLOCK] = (block[:, None, :] & words[None, :, :]).any(axis=2)
+    return shares
+
+
+def _earlier_sharing(shares: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """For each entry (of pool set `members[k]`), how many earlier entries have a pool set
+    that `shares` marks as sharing with its own: the counts so far per set times the block's
+    rows of `shares`, plus the sharing inside the block."""
+    counted = np.zeros(len(members))
+    seen = np.zeros(len(shares))  # entries so far, per pool set
+    for start in range(0, len(members), PLACE_BLOCK):
+        block = members[start : start + PLACE_BLOCK]
+        rows = shares[block].astype(np.float64)
         inside = np.tril(rows[:, block], -1).sum(axis=1)
-        ahead[start : start + len(block)] = rows @ seen + inside
+        # einsum's own loop, not BLAS: on a busy machine BLAS threads spin for a product this
+        # small (measured: 20 times the CPU of one thread). Doubles hold these counts exactly.
+        counted[start : start + len(block)] = np.einsum("ij,j->i", rows, seen) + inside
         seen += np.bincount(block, minlength=len(seen))
-    in_queue: dict[int, int] = {}
-    for position, (entry, g) in enumerate(zip(waiting, members, strict=True), 1):
-        queue = queue_of[g]
-        in_queue[queue] = in_queue.get(queue, 0) + 1
-        # Set in place: the entries are decode's own, made this tick.
-        entry.queue_position = in_queue[queue]
-        entry.global_position = position
-        entry.ahead_competing = round(ahead[position - 1])
+    return counted
 
 
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:

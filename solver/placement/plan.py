@@ -22,6 +22,7 @@ from solver.placement.problem import CPU_DIM, GPU_DIM, ActionInfo, Item, Problem
 Spot = tuple[int, int]  # (pool index, node index)
 UnitKey = tuple[str, int]  # ("action", action index) or ("env", environment index)
 NO_FIT_MEMORY = 32  # failed requests remembered per (queue, pool sets); later ones are not
+NO_NODE = np.iinfo(np.int64).max  # more room than any node has: never the tightest
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,11 @@ class Plan:
         for pool in problem.pools:
             self.cluster_used[pool.cluster] += pool.used.sum(axis=0) * pool.declared
         self.loads = np.zeros(len(problem.cluster_names))
-        self.load_dims = [np.flatnonzero(room > 0) for room in problem.cluster_room]
-        for cluster in range(len(problem.cluster_names)):
-            self._update_load(cluster)
+        self._set_load_dims()
         # Requests best-fit found no room for, per queue and pool sets: room only shrinks as
         # work is admitted, so a request no smaller fails too, until something moves out.
-        self.no_fit: dict[tuple[int, tuple[int, ...]], list[np.ndarray]] = {}
+        # Each shape's failures are rows of one array, tested together.
+        self.no_fit: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         # The most room of any one node, per pool and dimension: a cheap test before the nodes.
         self.max_free = np.array(
             [
@@ -194,13 +194,21 @@ class Plan:
             clusters.sort(key=lambda c: (self.loads[c], c))
         return clusters
 
+    def _set_load_dims(self) -> None:
+        """The dimensions each cluster declares, and its full-scale room of them."""
+        self.load_dims = [np.flatnonzero(room > 0) for room in self.problem.cluster_room]
+        self.load_totals = [
+            room[dims] for room, dims in zip(self.problem.cluster_room, self.load_dims, strict=True)
+        ]
+        for cluster in range(len(self.problem.cluster_names)):
+            self._update_load(cluster)
+
     def _update_load(self, cluster: int) -> None:
         """Share of the cluster's full-scale room in use, on its scarcest dimension."""
         nonzero = self.load_dims[cluster]
         if len(nonzero):
-            total = self.problem.cluster_room[cluster]
             self.loads[cluster] = float(
-                (self.cluster_used[cluster][nonzero] / total[nonzero]).max()
+                (self.cluster_used[cluster][nonzero] / self.load_totals[cluster]).max()
             )
 
     def find_placement(self, action: ActionInfo) -> NodeAssignment | None:
@@ -211,13 +219,15 @@ class Plan:
             return None
         shape = (action.queue, tuple(id(item.pools) for item in items))
         wanted = np.concatenate([item.request for item in items])
-        if any((failed <= wanted).all() for failed in self.no_fit.get(shape, ())):
+        failed = self.no_fit.get(shape)
+        if failed is not None and (failed <= wanted).all(axis=1).any():
             return None
         placement = self._best_placement(action, items)
         if placement is None:
-            failures = self.no_fit.setdefault(shape, [])
-            if len(failures) < NO_FIT_MEMORY:
-                failures.append(wanted)
+            if failed is None:
+                self.no_fit[shape] = wanted[None, :]
+            elif len(failed) < NO_FIT_MEMORY:
+                self.no_fit[shape] = np.vstack([failed, wanted])
         return placement
 
     def _best_placement(self, action: ActionInfo, items: list[Item]) -> NodeAssignment | None:
@@ -260,14 +270,18 @@ class Plan:
         device_extra = dict(charge.items())
         spots: list[Spot | None] = [None] * len(items)
         # Larger containers first: they have the fewest nodes to choose from.
-        order = sorted(
-            range(len(items)),
-            key=lambda i: (
-                (0, i) if self.first_fit else (-items[i].gpus, -items[i].request[CPU_DIM])
-            ),
+        order = (
+            sorted(
+                range(len(items)),
+                key=lambda i: (
+                    (0, i) if self.first_fit else (-items[i].gpus, -items[i].request[CPU_DIM])
+                ),
+            )
+            if len(items) > 1
+            else [0]
         )
         ok = True
-        for i in order:
+        for k, i in enumerate(order):
             item = items[i]
             spot = None
             pools = item.pools[cluster]
@@ -289,8 +303,9 @@ class Plan:
                 ok = False
                 break
             p, slot = spot
-            self.free[p][slot] -= item.request
-            taken.append((p, slot, item.request))
+            if k < len(order) - 1:  # held while the unit's other containers are placed
+                self.free[p][slot] -= item.request
+                taken.append((p, slot, item.request))
             spots[i] = spot
             landed = self.problem.pools[p].device
             if item.untyped and landed is not None and landed in queue.caps:
@@ -302,21 +317,22 @@ class Plan:
         return tuple(spot for spot in spots if spot is not None)
 
     def _best_node(self, pool: int, request: np.ndarray) -> int | None:
-        """The open node the request fills most tightly, else the first fresh node with room."""
-        if (request > self.max_free[pool]).any():
-            return None
+        """The open node the request fills most tightly, else the first fresh node with room.
+        (The caller only asks of pools whose roomiest node, by `max_free`, takes it.)"""
         free = self.free[pool]
+        if not len(free):
+            return None
         fits = (free >= request).all(axis=1)
+        first = int(fits.argmax())  # the first node with room, if any has
         if self.first_fit:  # nodes up now come first in index order, then new ones
-            first = np.flatnonzero(fits)
-            return int(first[0]) if len(first) else None
+            return first if fits[first] else None
         open_fits = fits & self.opened[pool]
-        if open_fits.any():
-            dim = GPU_DIM if request[GPU_DIM] else CPU_DIM
-            candidates = np.flatnonzero(open_fits)
-            return int(candidates[np.argmin(free[candidates, dim] - request[dim])])
-        fresh = np.flatnonzero(fits)
-        return int(fresh[0]) if len(fresh) else None
+        dim = GPU_DIM if request[GPU_DIM] else CPU_DIM
+        # The least room left on that dimension, the lowest index among equals.
+        tightest = int(np.where(open_fits, free[:, dim], NO_NODE).argmin())
+        if open_fits[tightest]:
+            return tightest
+        return first if fits[first] else None
 
     def fleet_may_hold(self, items: list[Item]) -> bool:
         """A bound no repacking can beat: the fleet's free room of each kind of pool.
@@ -371,7 +387,7 @@ class Plan:
         new.pool_top = dict(self.pool_top)
         new.cluster_used = self.cluster_used.copy()
         new.loads = self.loads.copy()
-        new.no_fit = {shape: list(failed) for shape, failed in self.no_fit.items()}
+        new.no_fit = dict(self.no_fit)  # its arrays are replaced, never written in place
         new.max_free = self.max_free.copy()
         new.class_free = {kind: free.copy() for kind, free in self.class_free.items()}
         new.untyped_on = dict(self.untyped_on)
@@ -410,9 +426,7 @@ class Plan:
                     for i in self.admitted
                     if problem.actions[i].queue == q
                 }
-        self.load_dims = [np.flatnonzero(room > 0) for room in problem.cluster_room]
-        for cluster in range(len(problem.cluster_names)):
-            self._update_load(cluster)
+        self._set_load_dims()
 
     # -- commit --------------------------------------------------------------------------
 

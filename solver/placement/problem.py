@@ -42,6 +42,8 @@ UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not de
 # replica. Far above any real fleet, far below what would exhaust memory.
 MAX_POOL_NODES = 2**20
 MAX_REPLICAS = 2**16
+# Container shapes matched to node pools at once (a shapes × pools × dimensions test each).
+MATCH_BLOCK = 1024
 
 log = logging.getLogger("sluice.engine")
 
@@ -218,12 +220,11 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
             if spec.replicas > MAX_REPLICAS:
                 raise Unrepresentable("replicas", spec.replicas, MAX_REPLICAS)
             containers = spec.replica_containers()
-            env_items = items.of(containers, queue, "resources")
+            env_items, demand = items.of(containers, queue, "resources")
         except (ArithmeticError, ValueError) as error:
             why = _rejected(f"environment {spec.name}", error, "actions that start it fail")
             envs.append(EnvInfo(e, spec.name, queue.index, spec.running, [], EMPTY, why))
             continue
-        demand = _demand(containers, env_items)
         envs.append(EnvInfo(e, spec.name, queue.index, spec.running, env_items, demand))
         if spec.running and spec.placement is not None:
             cluster = cluster_of[spec.placement.cluster]
@@ -255,7 +256,7 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
     for order, (_, _, _, action) in enumerate(pending):
         queue = queue_of[action.queue]
         try:
-            action_items = items.of(action.containers, queue)
+            action_items, demand = items.of(action.containers, queue)
             compiled = ActionInfo(
                 index=order,
                 id=action.id,
@@ -267,7 +268,7 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
                 ),
                 deadline=action.deadline_at(),
                 items=action_items,
-                demand=_demand(action.containers, action_items),
+                demand=demand,
                 env=env_of[action.environment] if action.environment is not None else None,
             )
         except (ArithmeticError, ValueError) as error:
@@ -285,6 +286,7 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
                 unrepresentable=_rejected(f"action {action.id}", error, "it fails INFEASIBLE"),
             )
         actions.append(compiled)
+    items.match()
     cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
     skipped = sum(len(c.node_pools) for c in snapshot.clusters) - len(pools)
     for pool in pools:
@@ -435,8 +437,10 @@ class CompileCache:
         )
         if self._items is None or fleet != self._fleet:
             self._fleet, self._clusters = fleet, snapshot.clusters
-            self._items = _ItemMaker(dims, pools, default_type)
+            self._items = _ItemMaker(dims, pools, queues, default_type)
             self._running = {}
+        # The same fleet's queues, compiled again for this snapshot.
+        self._items.queues = queues
         return self._items
 
     def running(
@@ -451,10 +455,10 @@ class CompileCache:
         known = self._running.get(action.id)
         if known is None or known[0] is not action:
             assert action.placement is not None
-            placed = items.of(action.containers, queue)
+            placed, demand = items.of(action.containers, queue)
             cluster = cluster_of[action.placement.cluster]
             charges = _container_charges(placed, action.placement, cluster, pool_of)
-            known = (action, _demand(action.containers, placed), charges)
+            known = (action, demand, charges)
         self._seen[action.id] = known
         return known[1], known[2]
 
@@ -466,34 +470,61 @@ class CompileCache:
 class _ItemMaker:
     """Containers as request vectors, each with the node pools it may use."""
 
-    def __init__(self, dims: list[str], pools: list[PoolInfo], default_type: str | None) -> None:
+    def __init__(
+        self,
+        dims: list[str],
+        pools: list[PoolInfo],
+        queues: list[QueueInfo],
+        default_type: str | None,
+    ) -> None:
         self.dims = dims
+        self.queues = queues
         self.default_type = default_type
         self.matcher = _PoolMatcher(pools, len(dims))
+        # Items by (queue, request) shape, the first made of each; and by shape and name.
         self.shapes: dict[tuple, Item] = {}
+        self.named: dict[tuple, Item] = {}
+        self.unmatched: list[tuple[Item, QueueInfo]] = []  # shapes whose pools are not known
+        self.compiled: dict[tuple, tuple[list[Item], ResourceVector]] = {}
 
     def of(
         self, containers: list[Container], queue: QueueInfo, field_name: str = "containers"
-    ) -> list[Item]:
-        """The containers' items; Unrepresentable names the field (`containers.0.resources.
-        memory`, or `resources.memory` of an environment's replicas) the engine cannot hold."""
-        _check_containers(containers, field_name)
-        return [self.item(c, queue) for c in containers]
+    ) -> tuple[list[Item], ResourceVector]:
+        """The containers' items and what they charge their queue's caps; Unrepresentable
+        names the field (`containers.0.resources.memory`, or `resources.memory` of an
+        environment's replicas) the engine cannot hold.
 
-    def item(self, container: Container, queue: QueueInfo) -> Item:
+        Most actions of a queue repeat a few lists of containers: each list is compiled once
+        and its items shared by every action of it (none is mutated)."""
+        shapes = [self._shape(c, queue) for c in containers]
+        key = (field_name, *zip(shapes, (c.name for c in containers), strict=True))
+        known = self.compiled.get(key)
+        if known is None:
+            _check_containers(containers, field_name)
+            items = [self._item(c, shape) for c, shape in zip(containers, shapes, strict=True)]
+            known = self.compiled[key] = (items, _demand(containers, items))
+        return known
+
+    def _shape(self, container: Container, queue: QueueInfo) -> tuple:
+        """What the container's request vector and pool match depend on."""
         gpu = container.gpu
         device = None
         if gpu is not None:
             device = gpu.device.canonical if gpu.device else self.default_type
-        # Most containers of a line repeat a few requests: one request vector and one pool
-        # match per (queue, request), shared by every Item of that shape (none is mutated).
-        shape = (
+        return (
             queue.index,
             tuple(container.resources.items()),
             gpu.count if gpu is not None else 0,
             device,
             tuple(container.node_selector.items()),
         )
+
+    def _item(self, container: Container, shape: tuple) -> Item:
+        # Most containers of a line repeat a few requests: one request vector and one pool
+        # match per (queue, request), shared by every Item of that shape (none is mutated).
+        named = self.named.get((shape, container.name))
+        if named is not None:
+            return named
         known = self.shapes.get(shape)
         if known is None:
             request = np.zeros(len(self.dims), dtype=np.int64)
@@ -501,18 +532,23 @@ class _ItemMaker:
                 if name in self.dims:
                     request[self.dims.index(name)] = amount
             request[GPU_DIM] = shape[2]
-            item = Item(container.name, request, shape[2], device, dict(shape[4]))
-            item.pools, item.all_pools = self.matcher.match(item, queue)
-            known = self.shapes[shape] = item
-        return Item(
-            container.name,
-            known.request,
-            known.gpus,
-            known.device,
-            known.selector,
-            known.pools,
-            known.all_pools,
-        )
+            item = known = self.shapes[shape] = Item(
+                container.name, request, shape[2], shape[3], dict(shape[4])
+            )
+            self.unmatched.append((item, self.queues[shape[0]]))
+        else:
+            item = Item(container.name, known.request, known.gpus, known.device, known.selector)
+        self.named[(shape, container.name)] = item
+        return item
+
+    def match(self) -> None:
+        """Give every item its node pools: each shape's matched together with the others
+        (one numpy test per block of shapes), and shared by the items of that shape."""
+        self.matcher.match(self.unmatched)
+        self.unmatched = []
+        for (shape, _), item in self.named.items():
+            known = self.shapes[shape]
+            item.pools, item.all_pools = known.pools, known.all_pools
 
 
 def _demand(containers: list[Container], items: list[Item]) -> ResourceVector:
@@ -558,17 +594,25 @@ class _PoolMatcher:
         self._kinds: dict[tuple, np.ndarray] = {}
         self._groups: dict[bytes, tuple[dict[int, list[int]], np.ndarray]] = {}
 
-    def match(self, item: Item, queue: QueueInfo) -> tuple[dict[int, list[int]], np.ndarray]:
-        candidates = self._kind(item, queue)
-        flat = candidates[(self.rooms[candidates] >= item.request).all(axis=1)]
-        # Equal pool sets share one mapping, which keeps later per-shape caches small.
-        key = flat.tobytes()
-        if key not in self._groups:
-            by_cluster: dict[int, list[int]] = {}
-            for p in flat.tolist():
-                by_cluster.setdefault(self.pools[p].cluster, []).append(p)
-            self._groups[key] = (by_cluster, flat)
-        return self._groups[key]
+    def match(self, shapes: list[tuple[Item, QueueInfo]]) -> None:
+        """Set each item's pools: those of its kind with room for it on one empty node."""
+        for start in range(0, len(shapes), MATCH_BLOCK):
+            block = shapes[start : start + MATCH_BLOCK]
+            requests = np.array([item.request for item, _ in block], dtype=np.int64)
+            kinds = np.array([self._kind(item, queue) for item, queue in block], dtype=np.bool_)
+            fits = kinds.reshape(len(block), len(self.pools)) & (
+                self.rooms[None, :, :] >= requests.reshape(len(block), 1, -1)
+            ).all(axis=2)
+            for (item, _), row in zip(block, fits, strict=True):
+                # Equal pool sets share one mapping, which keeps later per-shape caches small.
+                key = row.tobytes()
+                if key not in self._groups:
+                    flat = np.flatnonzero(row)
+                    by_cluster: dict[int, list[int]] = {}
+                    for p in flat.tolist():
+                        by_cluster.setdefault(self.pools[p].cluster, []).append(p)
+                    self._groups[key] = (by_cluster, flat)
+                item.pools, item.all_pools = self._groups[key]
 
     def _kind(self, item: Item, queue: QueueInfo) -> np.ndarray:
         """Pools matching the container's accelerator, selector and routing, any size."""
@@ -585,8 +629,7 @@ class _PoolMatcher:
                 mask = self.devices == item.device
             else:
                 mask = self.whole_nvidia & (self._type_cap(queue) >= item.gpus)
-            mask &= self._routed(queue) & self._selected(item.selector)
-            self._kinds[key] = np.flatnonzero(mask)
+            self._kinds[key] = mask & self._routed(queue) & self._selected(item.selector)
         return self._kinds[key]
 
     def _routed(self, queue: QueueInfo) -> np.ndarray:
