@@ -3,32 +3,36 @@
 Compiling a changed snapshot of 10,000 queued actions costs about a third of a CPU second;
 the changes a suggestion makes touch a few queues, pools or one action. So the tick's own
 problem is copied with only those parts compiled again, each from the changed snapshot:
-queue settings (caps, limits, policy), a pool's full scale, the running work a wait takes
-out (its room and its queue's charge), the request of the explained action or of its
-environment. Pools, queues and actions keep their indices, as resume needs.
-
-Routing an action to another queue (it moves in the line) and copying a pool (every
-request may match it) are not patched: `Unpatchable`, and the caller replays them the old way.
+queue settings (caps, limits, policy), a pool's full scale, a pool copied into a cluster
+(appended after every other pool, and the containers that may use it matched again), the
+running work a wait takes out (its room and its queue's charge), the request of the
+explained action or of its environment, the queue it is routed to. Pools, queues and
+actions keep their indices, as resume needs, but for a routed action: it moves to its
+place in the new queue's priority, and the line then ends at it (`Patched.target`).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 import numpy as np
 
 from models.explanation import Change, ChangeKind
 from models.snapshot import Action, ActionState, Snapshot
-from solver.placement.problem import ActionInfo, Problem, QueueInfo, compile_snapshot
+from solver.placement.problem import (
+    ActionInfo,
+    Problem,
+    QueueInfo,
+    compile_snapshot,
+    match_pools_again,
+)
 from solver.placement.resume import TickState
 
 QUEUE_SETTINGS = (ChangeKind.RAISE_CAP, ChangeKind.RAISE_LIMIT, ChangeKind.SWITCH_POLICY)
 REQUEST_CHANGES = (ChangeKind.REDUCE_REQUEST, ChangeKind.CHANGE_DEVICE, ChangeKind.CHANGE_SELECTOR)
-
-
-class Unpatchable(ValueError):
-    """A change the compiled problem is not patched for."""
 
 
 @dataclass
@@ -39,6 +43,8 @@ class Patched:
     envs: set[int]  # environments whose request changed
     absent: frozenset[int]  # pending actions the change takes out of the line
     actions: set[int]  # pending actions compiled again
+    target: int  # the explained action's position in the changed line
+    arrived: frozenset[int] = frozenset()  # where a routed action moved to (resume)
     hurts: bool = False  # work finishes: its run may end, and with it a slot (resume)
 
 
@@ -50,14 +56,19 @@ def patch(
     base = state.problem
     queues = list(base.queues)
     pools = list(base.pools)
+    pools_of_cluster = list(base.pools_of_cluster)
     actions = list(base.actions)
     envs = list(base.envs)
     queue_of = {q.name: q.index for q in base.queues}
     target = next(a for a in base.actions if a.id == action_id)
-    found = Patched(base, set(), set(), set(), frozenset(), set())
+    found = Patched(base, set(), set(), set(), frozenset(), set(), target.index)
     # Settings are read off the changed snapshot compiled without any action: a few ms.
     settings = compile_snapshot(_without_actions(changed, changed.environments))
+    compiled_pool = {(p.cluster, p.name): p for p in settings.pools}
+    pool_of = {(p.cluster, p.name): p.index for p in base.pools}
+    cluster_of = {name: c for c, name in enumerate(base.cluster_names)}
     recompile: set[str] = set()
+    rematch: set[int] = set()  # queues whose containers may use an added pool
     for change in changes:
         kind = change.kind
         if kind in QUEUE_SETTINGS:
@@ -75,22 +86,27 @@ def patch(
                     if e.queue == q and any(i.untyped for i in e.items)
                 }
         elif kind is ChangeKind.ADD_NODES:
-            p = next(
-                p.index
-                for p in base.pools
-                if base.cluster_names[p.cluster] == change.cluster and p.name == change.node_pool
-            )
-            pool, wider = pools[p], settings.pools[p]
+            key = (cluster_of[change.cluster or ""], change.node_pool or "")
+            p = pool_of[key]
+            pool, wider = pools[p], compiled_pool[key]
             extra = np.zeros((wider.max_nodes - pool.max_nodes, len(base.dims)), dtype=np.int64)
             used = np.concatenate([pool.used, extra])
             pools[p] = replace(pool, max_nodes=wider.max_nodes, used=used)
             found.clusters.add(pool.cluster)
-        elif kind in REQUEST_CHANGES:
+        elif kind is ChangeKind.ADD_POOL:
+            c = cluster_of[change.cluster or ""]
+            # After every pool of the tick, so theirs keep their indices; within its cluster
+            # it comes last, as compiled.
+            p = len(pools)
+            pools.append(replace(compiled_pool[(c, change.node_pool or "")], index=p))
+            pool_of[(c, change.node_pool or "")] = p
+            pools_of_cluster[c] = [*pools_of_cluster[c], p]
+            rematch |= {q.index for q in queues if c in q.clusters}
+            found.clusters.add(c)
+        elif kind in REQUEST_CHANGES or kind is ChangeKind.ROUTE_TO_QUEUE:
             recompile.add(action_id)
             if target.env is not None:
                 found.envs.add(target.env)
-        elif kind is not ChangeKind.WAIT_FOR_FINISH:
-            raise Unpatchable(kind.value)
     if any(c.kind is ChangeKind.WAIT_FOR_FINISH for c in changes):
         found.hurts = True
         found.absent = _finish(state, snapshot, changed, queues, pools, found)
@@ -104,17 +120,60 @@ def patch(
             found.actions.add(index[info.id])
         for e in found.envs:
             envs[e] = fresh.envs[e]
-    found.problem = replace(
+        if len(pools) > len(base.pools):
+            # Compiled afresh, their pools are numbered as the changed snapshot's.
+            rematch |= {actions[i].queue for i in found.actions}
+            rematch |= {envs[e].queue for e in found.envs}
+    problem = replace(
         base,
         queues=queues,
         pools=pools,
+        pools_of_cluster=pools_of_cluster,
+        pool_cluster=np.array([pool.cluster for pool in pools], dtype=np.int64),
         actions=actions,
         envs=envs,
         cluster_room=settings.cluster_room,
         _base_fit={},
         _full_scale={},
     )
+    found.problem = match_pools_again(problem, rematch) if rematch else problem
+    if any(c.kind is ChangeKind.ROUTE_TO_QUEUE for c in changes):
+        _move(state, snapshot, found)
     return found
+
+
+def _move(state: TickState, snapshot: Snapshot, found: Patched) -> None:
+    """Put the routed action at its place in the line (priority, then submission, then the
+    snapshot's order: compile_snapshot's), and end the line there.
+
+    Behind it nothing needs deciding. Moved ahead, it takes the place of the action there;
+    moved back, its old place stays, taken out of the line, so that the actions between keep
+    their indices. Its old queue's actions are decided again, unless the tick failed it (a
+    failed action holds no place in its queue's depth and heads no strict line).
+    """
+    problem = found.problem
+    t = found.target
+    moved = problem.actions[t]
+    position = {a.id: n for n, a in enumerate(snapshot.actions)}
+
+    def key(action: ActionInfo) -> tuple[int, datetime, int]:
+        priority = problem.queues[action.queue].priority
+        return (-priority, action.submitted_at, position[action.id])
+
+    line = problem.actions
+    # Its own old place holds it under its new queue: keys are otherwise in order.
+    ahead = bisect_left(line[:t], key(moved), key=key)
+    if ahead == t:
+        ahead += bisect_left(line[t + 1 :], key(moved), key=key)
+    if ahead > t:
+        found.absent = found.absent | {t}
+        ahead += 1  # its old place, kept
+    found.target = ahead
+    found.arrived = frozenset({ahead})
+    found.actions = (found.actions - {t}) | {ahead}
+    found.problem = replace(problem, actions=[*line[:ahead], replace(moved, index=ahead)])
+    if t not in state.failures:
+        found.queues.add(state.problem.actions[t].queue)
 
 
 def _settings(queue: QueueInfo, changed: QueueInfo) -> QueueInfo:

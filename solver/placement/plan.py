@@ -371,8 +371,8 @@ class Plan:
 
     def fork(self, problem: Problem | None = None) -> Plan:
         """A copy to go on from (solver.placement.resume), on `problem` when given: this
-        plan's problem with queue settings changed, nodes added to pools, or running work
-        taken out (pools and queues by the same index)."""
+        plan's problem with queue settings changed, nodes added to pools, running work
+        taken out, or pools added after the others (pools and queues by the same index)."""
         self.settle()
         new = copy.copy(self)
         new.deferred = []
@@ -398,7 +398,8 @@ class Plan:
     def _rebase(self, problem: Problem) -> None:
         old = self.problem
         self.problem = problem
-        for p, (was, pool) in enumerate(zip(old.pools, problem.pools, strict=True)):
+        kept = problem.pools[: len(old.pools)]
+        for p, (was, pool) in enumerate(zip(old.pools, kept, strict=True)):
             if pool.used is was.used:
                 continue
             # Running work taken out frees its room; nodes added come empty.
@@ -413,6 +414,15 @@ class Plan:
             self.class_free[pool.device or ""] += gained
             self.max_free[p] = self.free[p].max(axis=0)
             self.no_fit.clear()  # room came back: what failed may fit now
+        for pool in problem.pools[len(old.pools) :]:
+            # A pool added by the change: no work on it yet.
+            free = pool.room - pool.used
+            self.free.append(free)
+            self.opened.append(np.arange(pool.max_nodes) < pool.nodes)
+            self.max_free = np.vstack([self.max_free, free.max(axis=0, initial=0)])
+            total = self.class_free.setdefault(pool.device or "", np.zeros(len(problem.dims)))
+            total += free.sum(axis=0) * pool.declared
+            self.no_fit.clear()
         for q, (was_queue, queue) in enumerate(zip(old.queues, problem.queues, strict=True)):
             if queue is was_queue:
                 continue

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 
@@ -304,6 +304,44 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
         pool_cluster=np.array([pool.cluster for pool in pools], dtype=np.int64),
         skipped_pools=skipped,
     )
+
+
+def match_pools_again(problem: Problem, queues: set[int]) -> Problem:
+    """`problem` with the containers of these queues' pending actions and environments
+    matched again to its node pools: after pools were added to it (at the end, so the pools
+    of every item keep their indices), as compile_snapshot would match them."""
+    matcher = _PoolMatcher(problem.pools, len(problem.dims))
+    # Containers of one shape share their request array (_ItemMaker), so it keys the shape.
+    known: dict[tuple[int, int, int, str | None], tuple[dict[int, list[int]], np.ndarray]] = {}
+
+    def again(items: list[Item], queue: QueueInfo) -> list[Item] | None:
+        matched = []
+        for item in items:
+            key = (queue.index, id(item.request), id(item.selector), item.device)
+            pools = known.get(key)
+            if pools is None:
+                pools = known[key] = matcher.match(item, queue)
+            matched.append(pools)
+        if all(np.array_equal(m[1], i.all_pools) for m, i in zip(matched, items, strict=True)):
+            return None
+        return [
+            replace(item, pools=pools, all_pools=flat)
+            for item, (pools, flat) in zip(items, matched, strict=True)
+        ]
+
+    actions = list(problem.actions)
+    for n, action in enumerate(actions):
+        if action.queue in queues and action.items:
+            items = again(action.items, problem.queues[action.queue])
+            if items is not None:
+                actions[n] = replace(action, items=items)
+    envs = list(problem.envs)
+    for n, env in enumerate(envs):
+        if env.queue in queues and env.items:
+            items = again(env.items, problem.queues[env.queue])
+            if items is not None:
+                envs[n] = replace(env, items=items)
+    return replace(problem, actions=actions, envs=envs, _base_fit={}, _full_scale={})
 
 
 def _rejected(who: str, error: Exception, outcome: str) -> str:

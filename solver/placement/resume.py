@@ -2,7 +2,8 @@
 
 The tick admits an action exactly when it fits together with every admission ahead of it
 (solver.tick), so a change that relaxes limits (a cap or a limit raised, a queue switched
-to greedy_capacity, nodes added, running work taken out, one action's request changed)
+to greedy_capacity, nodes or a pool added, running work taken out, one action's request
+changed or the action routed to another queue)
 cannot alter a decision ahead of the first refused action whose own limits it touches:
 `start`. From there the walk goes on with the tick's own pieces (the Decider's verdict for
 one action: caps and limits, best-fit, the placement model), with two shortcuts that give
@@ -93,6 +94,7 @@ def resume(
     stop_if_displaced: bool = False,
     compiled: frozenset[int] = frozenset(),
     room_touched: Callable[[ActionInfo], bool] | None = None,
+    arrived: frozenset[int] = frozenset(),
 ) -> Resumed:
     """Decide positions `start`..`stop` of `changed` (the tick's problem with a change made:
     same actions at the same positions, pools and queues at the same indices) as a whole
@@ -105,7 +107,9 @@ def resume(
     `room_touched` says which of them the change may give room to or change the request of
     (all of `touched` when not given): the tick's refusal of another for room stands while
     nothing is displaced, as an untouched refusal does (the change only raised its queue's
-    limits, and room only shrinks as the walk admits more).
+    limits, and room only shrinks as the walk admits more). `arrived` are positions an
+    action was moved to (routed to a queue of another priority): what the tick decided there
+    was another action's, so they are decided afresh (they must be `touched` and `compiled`).
     """
     room_touched = room_touched or touched
     line = replace(changed, actions=changed.actions[: stop + 1], _base_fit={}, _full_scale={})
@@ -119,7 +123,9 @@ def resume(
         and (a.index in state.failures or a.index in compiled)
     ]
     failures = {
-        i: f for i, f in state.failures.items() if i < start or not touched(changed.actions[i])
+        i: f
+        for i, f in state.failures.items()
+        if i < start or (i <= stop and not touched(line.actions[i]))
     }
     failures.update(fail_fast(replace(line, actions=rejudged)))
     # Taken out of the line, an action holds no place in its queue's depth either (the
@@ -146,7 +152,7 @@ def resume(
         if i in absent or i in failures:
             continue
         queue = line.queues[action.queue]
-        before = state.plan.admitted.get(i, False) is not False
+        before = i not in arrived and state.plan.admitted.get(i, False) is not False
         refusal: Refusal | None
         if i in deep:
             refusal = Refusal(

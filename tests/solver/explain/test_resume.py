@@ -5,7 +5,8 @@ suggestions (solver.explain.replay) resume the tick at the first action a change
 (solver.placement.resume) on the tick's own problem with the change patched in
 (solver.explain.patch). On random small fleets, for a random change of each kind a
 suggestion makes, the resumed line (decided to its end) schedules and fails exactly what a
-full tick of the changed snapshot does.
+full tick of the changed snapshot does. Routing the action to another queue moves it in the
+line, which then ends at it: the line up to it is compared.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ DOZEN = Size(queued=12, nodes=6, running=4)
 FLEETS = 120
 
 
-def _change(rng: random.Random, snapshot: Snapshot) -> Change | None:
+def _change(rng: random.Random, snapshot: Snapshot, target: str) -> Change | None:
     queue = rng.choice(snapshot.queues)
-    kind = rng.choice(["cap", "limit", "policy", "nodes", "finish", "request"])
+    kind = rng.choice(["cap", "limit", "policy", "nodes", "finish", "pool", "route", "request"])
     if kind == "cap":
         caps = [*queue.max_resources.items(), *queue.max_accelerators.items()]
         if queue.max_gpus is not None:
@@ -69,6 +70,18 @@ def _change(rng: random.Random, snapshot: Snapshot) -> Change | None:
         gone = rng.choice(running)
         return Change(kind=ChangeKind.WAIT_FOR_FINISH, queue=gone.queue,
                       resource=FINISH_ACTIONS, amount=1, actions=[gone.id])  # fmt: skip
+    if kind == "pool":
+        like = rng.choice(snapshot.clusters)
+        cluster = rng.choice(snapshot.clusters)
+        donor = rng.choice(like.node_pools)
+        return Change(kind=ChangeKind.ADD_POOL, cluster=cluster.name,
+                      node_pool=f"{donor.name}-copy", like=f"{like.name}/{donor.name}",
+                      value=rng.choice([1, 2, 3]))  # fmt: skip
+    if kind == "route":
+        action = next(a for a in snapshot.actions if a.id == target)
+        if action.environment is not None or queue.name == action.queue:
+            return None  # an environment belongs to its queue
+        return Change(kind=ChangeKind.ROUTE_TO_QUEUE, value=queue.name)
     return None
 
 
@@ -82,29 +95,34 @@ def test_the_resumed_tick_decides_what_a_whole_tick_of_the_changed_snapshot_does
         rng = random.Random(seed)
         snapshot = random_snapshot(rng, size)
         queued = [a.id for a in snapshot.actions if a.state is ActionState.QUEUED]
-        change = _change(rng, snapshot)
-        if change is None or not queued:
+        if not queued:
+            continue
+        target = queued[-1]
+        change = _change(rng, snapshot, target)
+        if change is None:
             continue
         _, state = tick_with_state(snapshot, OPTIONS)
-        target = queued[-1]
         changed = apply_changes(snapshot, target, [change])
         whole = tick(changed, OPTIONS)
         patched = patch(state, snapshot, changed, target, [change])
-        last = len(state.problem.actions) - 1
-        touched = touches(patched, last)
-        start = first_touched(state, touched, patched.absent, patched.hurts)
+        line = patched.problem.actions
+        last = len(line) - 1
+        routed = change.kind is ChangeKind.ROUTE_TO_QUEUE
+        touched = touches(patched, patched.target if routed else last)
+        start = min(last, first_touched(state, touched, patched.absent, patched.hurts))
         resumed = resume(state, patched.problem, start, last, touched, patched.absent,
                          OPTIONS.time_limit_s, OPTIONS.seed,
                          compiled=frozenset(patched.actions),
-                         room_touched=reaches_room(patched))  # fmt: skip
-        names = state.problem.actions
-        ahead = {names[i].id for i in state.plan.admitted if i < start}
-        scheduled = ahead | {names[i].id for i in resumed.plan.admitted if i >= start}
-        failed = {names[i].id for i in state.failures if i < start}
-        failed |= {names[i].id for i in resumed.failures}
+                         room_touched=reaches_room(patched),
+                         arrived=patched.arrived)  # fmt: skip
+        ahead = {line[i].id for i in state.plan.admitted if i < start and i not in patched.absent}
+        scheduled = ahead | {line[i].id for i in resumed.plan.admitted if i >= start}
+        failed = {line[i].id for i in state.failures if i < start}
+        failed |= {line[i].id for i in resumed.failures}
         checked += 1
-        want = {s.action for s in whole.scheduled}
-        if scheduled != want or failed != {f.action for f in whole.failed}:
+        decided = {a.id for a in line if a.index not in patched.absent}
+        want = {s.action for s in whole.scheduled} & decided
+        if scheduled != want or failed != {f.action for f in whole.failed} & decided:
             failures.append(
                 f"seed {seed}, {change.kind.value} {change}: resumed from {start}: scheduled"
                 f" {sorted(scheduled)}, the whole tick {sorted(want)}"
