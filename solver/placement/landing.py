@@ -31,6 +31,15 @@ class LandingOrder:
         self.spare: dict[str, int] | None = None
         self.orders: dict[int, tuple[list[int], list[int]]] = {}  # id(pools) -> (pools, order)
 
+    def rebased(self, problem: Problem, gained: dict[str, np.ndarray]) -> LandingOrder:
+        """The order a tick of `problem` starts with, where `problem` is this one's with more
+        room at the start (running work taken out, nodes or pools added): `gained` by kind of
+        pool, as class_free counts it. A resumed walk then lands work as a whole tick would."""
+        new = LandingOrder(problem, gained)
+        for device, free in self.free.items():
+            new.free[device] = new.free.get(device, 0) + free
+        return new
+
     def order(self, pools: list[int]) -> list[int]:
         """`pools` (one cluster's compatible pools of an item, shared by every item of its
         shape) in the order to try them."""

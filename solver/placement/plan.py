@@ -90,7 +90,7 @@ class Plan:
             total = self.class_free.setdefault(pool.device or "", np.zeros(len(problem.dims)))
             total += free.sum(axis=0) * pool.declared
         self.untyped_on: dict[str, int] = {}  # this tick's untyped GPUs per device, all queues
-        self.landing = LandingOrder(problem, self.class_free)  # kept as it is by fork
+        self.landing = LandingOrder(problem, self.class_free)
         # Admissions whose room is taken at the next `settle` (solver.placement.resume).
         self.deferred: list[tuple[UnitKey, int, list[Item], NodeAssignment]] = []
         self.moves = 0  # units moved so far: a resumed walk's nodes may then have less room
@@ -398,6 +398,7 @@ class Plan:
     def _rebase(self, problem: Problem) -> None:
         old = self.problem
         self.problem = problem
+        gained: dict[str, np.ndarray] = {}  # room at the tick's start, by kind of pool
         kept = problem.pools[: len(old.pools)]
         for p, (was, pool) in enumerate(zip(old.pools, kept, strict=True)):
             if pool.used is was.used:
@@ -409,9 +410,10 @@ class Plan:
             self.opened[p] = np.concatenate(
                 [self.opened[p], np.zeros(len(fresh), dtype=np.bool_)]
             )
-            gained = (freed.sum(axis=0) + fresh.sum(axis=0)) * pool.declared
+            more = (freed.sum(axis=0) + fresh.sum(axis=0)) * pool.declared
             self.cluster_used[pool.cluster] -= freed.sum(axis=0) * pool.declared
-            self.class_free[pool.device or ""] += gained
+            self.class_free[pool.device or ""] += more
+            gained[pool.device or ""] = gained.get(pool.device or "", 0) + more
             self.max_free[p] = self.free[p].max(axis=0)
             self.no_fit.clear()  # room came back: what failed may fit now
         for pool in problem.pools[len(old.pools) :]:
@@ -420,8 +422,10 @@ class Plan:
             self.free.append(free)
             self.opened.append(np.arange(pool.max_nodes) < pool.nodes)
             self.max_free = np.vstack([self.max_free, free.max(axis=0, initial=0)])
+            more = free.sum(axis=0) * pool.declared
             total = self.class_free.setdefault(pool.device or "", np.zeros(len(problem.dims)))
-            total += free.sum(axis=0) * pool.declared
+            total += more
+            gained[pool.device or ""] = gained.get(pool.device or "", 0) + more
             self.no_fit.clear()
         for q, (was_queue, queue) in enumerate(zip(old.queues, problem.queues, strict=True)):
             if queue is was_queue:
@@ -436,6 +440,7 @@ class Plan:
                     for i in self.admitted
                     if problem.actions[i].queue == q
                 }
+        self.landing = self.landing.rebased(problem, gained)
         self._set_load_dims()
 
     # -- commit --------------------------------------------------------------------------

@@ -320,7 +320,9 @@ def match_pools_again(problem: Problem, queues: set[int]) -> Problem:
             key = (queue.index, id(item.request), id(item.selector), item.device)
             pools = known.get(key)
             if pools is None:
-                pools = known[key] = matcher.match(item, queue)
+                probe = replace(item)  # the matcher sets what it finds on the item it is given
+                matcher.match([(probe, queue)])
+                pools = known[key] = (probe.pools, probe.all_pools)
             matched.append(pools)
         if all(np.array_equal(m[1], i.all_pools) for m, i in zip(matched, items, strict=True)):
             return None
