@@ -511,17 +511,20 @@ class Plan:
         touched: set[int] = set()
         for item, (p, slot) in zip(items, placement.spots, strict=True):
             pool = self.problem.pools[p]
-            self.free[p][slot] -= sign * item.request
-            held = sign * item.request * pool.declared
-            self.cluster_used[pool.cluster] += held
-            self.class_free[pool.device or ""] -= held
+            held = item.request * pool.declared
             touched.add(pool.cluster)
             if sign > 0:
+                self.free[p][slot] -= item.request
+                self.cluster_used[pool.cluster] += held
+                self.class_free[pool.device or ""] -= held
                 self.opened[p][slot] = True
                 self.pool_units.setdefault(p, set()).add(key)
                 if p not in self.pool_top or self.pool_top[p][0] < queue.priority:
                     self.pool_top[p] = (queue.priority, queue.name)
             else:
+                self.free[p][slot] += item.request
+                self.cluster_used[pool.cluster] -= held
+                self.class_free[pool.device or ""] += held
                 self.pool_units.get(p, set()).discard(key)
                 self.no_fit.clear()  # room came back: what failed may fit now
         for cluster in touched:

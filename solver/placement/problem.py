@@ -185,8 +185,9 @@ class Problem:
 
     def fits_base_room(self, item: Item, cluster: int) -> bool:
         """Whether some node the item may use has room for it next to running work alone."""
+        request = item.request.tobytes()
         for p in item.pools.get(cluster, ()):
-            key = (p, item.request.tobytes())
+            key = (p, request)
             known = self._base_fit.get(key)
             if known is None:
                 pool = self.pools[p]
