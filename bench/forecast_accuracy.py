@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 
 import click
 
-from fixtures.generators.alibaba import replay_fleet, replay_trace, shrunk_fleet, trace_window
+from bench.openb_window import OpenbWindow, window_options
 from models.forecast import FinishedRun, LearnedDurations
 from models.result import TickResult
 from models.snapshot import Action
@@ -130,15 +130,7 @@ def _p90(values: list[float]) -> float:
 
 
 @click.command()
-@click.option("--first-day", type=float, default=148, show_default=True, help="Window start.")
-@click.option("--days", type=float, default=1, show_default=True, help="Days of arrivals.")
-@click.option(
-    "--density", type=float, default=1, show_default=True, help="Arrivals this much faster."
-)
-@click.option(
-    "--hours", type=float, default=24, show_default=True, help="Simulated hours replayed."
-)
-@click.option("--nodes-fraction", type=float, default=1.0, show_default=True)
+@window_options()
 @click.option("--every", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--samples", type=click.IntRange(min=1), default=60, show_default=True)
 @click.option("--time-limit", type=float, default=1.0, show_default=True, help="Replay ticks'.")
@@ -149,28 +141,18 @@ def _p90(values: list[float]) -> float:
     show_default=True,
     help="Forecast ticks at each spacing before it doubles (a large number: never).",
 )
-def main(
-    first_day: float,
-    days: float,
-    density: float,
-    hours: float,
-    nodes_fraction: float,
-    every: int,
-    samples: int,
-    time_limit: float,
-    widening: int,
-) -> None:
-    fleet = shrunk_fleet(replay_fleet(), nodes_fraction)
-    rows = {row.id: row for row in trace_window(replay_trace(), first_day, days, density)}
+def main(window: OpenbWindow, every: int, samples: int, time_limit: float, widening: int) -> None:
+    fleet = window.fleet()
+    rows = {row.id: row for row in window.rows()}
     budget = ForecastBudget(period_s=60.0, widening=widening)
     sampler = _Sampler(rows, budget, every, samples)
     options = ReplayOptions(
-        period_s=60.0, until_s=hours * 3600, tick=TickOptions(time_limit_s=time_limit)
+        period_s=60.0, until_s=window.hours * 3600, tick=TickOptions(time_limit_s=time_limit)
     )
     nodes = sum(pool.nodes for cluster in fleet.clusters for pool in cluster.node_pools)
     click.echo(
-        f"openb days {first_day:g}-{first_day + days:g}, arrivals x{density:g}, {hours:g} h"
-        f" simulated, {len(rows)} pods, {nodes} nodes ({nodes_fraction:g} of the fleet);"
+        f"{window.described()}, {len(rows)} pods, {nodes} nodes"
+        f" ({window.nodes_fraction:g} of the fleet);"
         f" forecasts: {budget.ticks} ticks, {budget.period_s:g} s grid widening every"
         f" {budget.widening},"
         f" time limit {budget.tick.time_limit_s:g} per tick"

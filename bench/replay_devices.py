@@ -19,7 +19,7 @@ from datetime import timedelta
 import click
 import numpy as np
 
-from fixtures.generators.alibaba import replay_fleet, replay_trace, shrunk_fleet, trace_window
+from bench.openb_window import OpenbWindow, window_options
 from models.result import TickResult
 from models.snapshot import Snapshot
 from models.trace import TraceRow
@@ -114,31 +114,17 @@ def _measure(
 
 
 @click.command()
-@click.option("--first-day", type=float, default=120, show_default=True, help="Window start.")
-@click.option("--days", type=float, default=29, show_default=True, help="Days of arrivals.")
-@click.option("--density", type=float, default=29, show_default=True, help="Arrivals faster.")
-@click.option("--hours", type=float, default=12, show_default=True, help="Simulated hours.")
-@click.option("--nodes-fraction", type=float, default=0.05, show_default=True)
+@window_options(first_day=120, days=29, density=29, hours=12, nodes_fraction=0.05)
 @click.option("--time-limit", type=float, default=5.0, show_default=True, help="Per tick.")
 @click.option("--at", "at_hours", type=float, default=6.5, show_default=True, help="Hours in.")
 @click.option("--engine-only", is_flag=True, help="Skip the first-fit replay.")
-def main(
-    first_day: float,
-    days: float,
-    density: float,
-    hours: float,
-    nodes_fraction: float,
-    time_limit: float,
-    at_hours: float,
-    engine_only: bool,
-) -> None:
-    fleet = shrunk_fleet(replay_fleet(), nodes_fraction)
-    rows = trace_window(replay_trace(), first_day, days, density)
+def main(window: OpenbWindow, time_limit: float, at_hours: float, engine_only: bool) -> None:
+    fleet, rows = window.fleet(), window.rows()
     variants = (("engine", False),) if engine_only else (("engine", False), ("first-fit", True))
     for name, first_fit in variants:
         options = ReplayOptions(
             period_s=60.0,
-            until_s=hours * 3600,
+            until_s=window.hours * 3600,
             tick=TickOptions(time_limit_s=time_limit, first_fit=first_fit),
         )
         _measure(name, fleet, rows, options, at_hours * 3600)

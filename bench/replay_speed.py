@@ -18,7 +18,7 @@ from collections import Counter
 
 import click
 
-from fixtures.generators.alibaba import replay_fleet, replay_trace, shrunk_fleet, trace_window
+from bench.openb_window import OpenbWindow, window_options
 from models.result import TickResult
 from models.snapshot import Snapshot
 from models.trace import TraceRow
@@ -55,32 +55,20 @@ def _measure(name: str, fleet: Snapshot, rows: list[TraceRow], options: ReplayOp
 
 
 @click.command()
-@click.option("--first-day", type=float, default=148, show_default=True, help="Window start.")
-@click.option("--days", type=float, default=1, show_default=True, help="Days of arrivals.")
-@click.option("--density", type=float, default=1, show_default=True, help="Arrivals faster.")
-@click.option("--hours", type=float, default=24, show_default=True, help="Simulated hours.")
-@click.option("--nodes-fraction", type=float, default=1.0, show_default=True)
+@window_options()
 @click.option("--time-limit", type=float, default=5.0, show_default=True, help="Per tick.")
-def main(
-    first_day: float,
-    days: float,
-    density: float,
-    hours: float,
-    nodes_fraction: float,
-    time_limit: float,
-) -> None:
-    fleet = shrunk_fleet(replay_fleet(), nodes_fraction)
-    rows = trace_window(replay_trace(), first_day, days, density)
+def main(window: OpenbWindow, time_limit: float) -> None:
+    fleet, rows = window.fleet(), window.rows()
     nodes = sum(pool.nodes for cluster in fleet.clusters for pool in cluster.node_pools)
     click.echo(
-        f"openb days {first_day:g}-{first_day + days:g}, arrivals x{density:g}, {hours:g} h"
-        f" simulated, {len(rows)} pods, {nodes} nodes; 60 s ticks, time limit {time_limit:g}"
+        f"{window.described()}, {len(rows)} pods, {nodes} nodes; 60 s ticks,"
+        f" time limit {time_limit:g}"
     )
     rates = {}
     for name, first_fit in (("engine", False), ("first-fit", True)):
         options = ReplayOptions(
             period_s=60.0,
-            until_s=hours * 3600,
+            until_s=window.hours * 3600,
             tick=TickOptions(time_limit_s=time_limit, first_fit=first_fit),
         )
         rates[name] = _measure(name, fleet, rows, options)
