@@ -19,8 +19,9 @@ from api.ticker import TickLoop
 from models.errors import InternalError, InvalidInput, NotFound
 
 # Path parameters: one alias per resource, so every route that names one describes it alike.
-ActionId = Annotated[str, Path(description="The action's id, as its submitter gave it.")]
-JobId = Annotated[str, Path(description="The job's id, as its submitter gave it.")]
+_MADE_ID = "its submitter's, or the one the server made when none was given"
+ActionId = Annotated[str, Path(description=f"The action's id: {_MADE_ID}.")]
+JobId = Annotated[str, Path(description=f"The job's id: {_MADE_ID}.")]
 QueueName = Annotated[str, Path(description="The queue's name.")]
 ClusterName = Annotated[str, Path(description="The cluster's name.")]
 EnvironmentName = Annotated[str, Path(description="The reusable environment's name.")]
