@@ -526,6 +526,9 @@ class _ItemMaker:
         self.shapes: dict[tuple, Item] = {}
         self.named: dict[tuple, Item] = {}
         self.unmatched: list[tuple[Item, QueueInfo]] = []  # shapes whose pools are not known
+        # Items made since the last `match`: a cache kept across a simulation's snapshots
+        # (CompileCache) must not walk every item it ever made at each one.
+        self.poolless: list[tuple[tuple, Item]] = []
         self.compiled: dict[tuple, tuple[list[Item], ResourceVector]] = {}
 
     def of(
@@ -580,6 +583,7 @@ class _ItemMaker:
         else:
             item = Item(container.name, known.request, known.gpus, known.device, known.selector)
         self.named[(shape, container.name)] = item
+        self.poolless.append((shape, item))
         return item
 
     def match(self) -> None:
@@ -587,9 +591,10 @@ class _ItemMaker:
         (one numpy test per block of shapes), and shared by the items of that shape."""
         self.matcher.match(self.unmatched)
         self.unmatched = []
-        for (shape, _), item in self.named.items():
+        for shape, item in self.poolless:
             known = self.shapes[shape]
             item.pools, item.all_pools = known.pools, known.all_pools
+        self.poolless = []
 
 
 def _demand(containers: list[Container], items: list[Item]) -> ResourceVector:
