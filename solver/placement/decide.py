@@ -49,6 +49,9 @@ MAX_MODEL_SPOTS = 40_000
 SECONDS_PER_DETERMINISTIC = 2.3
 BUILD_SECONDS_PER_MODEL = 1e-3
 BUILD_SECONDS_PER_VARIABLE = 1e-6
+# Requests that found no room this tick, by their key (`_shape`), each with whether that
+# refusal was proven: a request no smaller under the same key finds none either.
+NoRoomMemo = dict[tuple, list[tuple[tuple[int, ...], bool]]]
 OUT_OF_TIME = Refusal(
     WaitReason.SOLVER_LIMIT,
     "best-fit found no room, and the tick's time limit ran out before repacking could settle it",
@@ -126,7 +129,7 @@ class Decider:
         ledger = _ledger(self.problem, plan, {i for i in plan.admitted if i < first})
         for queue, items, _ in ledger.units().values():
             self.bounds.admit(queue, items)
-        shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]] = {}
+        shapes: NoRoomMemo = {}
         contested = set(outcome.contested)
         # Until a model admits something best-fit could not, the walk repeats the best-fit
         # pass exactly, so its admissions and refusals are taken as they are.
@@ -139,7 +142,7 @@ class Decider:
                     heads.setdefault(action.queue, i)
                 continue
             if replaying and i in plan.admitted:
-                self._admit(ledger, action, _placement_in(plan, action, ledger))
+                self._admit(ledger, action, placement_in(plan, action, ledger))
                 continue
             refusals.pop(i, None)
             verdict = self._cheap_verdict(ledger, action, heads, shapes)
@@ -161,7 +164,7 @@ class Decider:
         ledger: Plan,
         action: ActionInfo,
         heads: dict[int, int],
-        shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]],
+        shapes: NoRoomMemo,
     ) -> Plan | Refusal:
         """One action's turn, as the walk gives it once it differs from best-fit: the ledger
         with `action` admitted (decided admissions may have moved), or why not. For a walk
@@ -176,7 +179,7 @@ class Decider:
         self,
         ledger: Plan,
         action: ActionInfo,
-        shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]],
+        shapes: NoRoomMemo,
         try_best_fit: bool,
     ) -> Plan | Refusal:
         """Admit `action` into the ledger (best-fit, else the model), or say why not."""
@@ -249,7 +252,7 @@ class Decider:
         ledger: Plan,
         action: ActionInfo,
         heads: dict[int, int],
-        infeasible_shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]],
+        infeasible_shapes: NoRoomMemo,
     ) -> Refusal | None:
         """A refusal provable without the model, or None when the model must be asked."""
         if action.queue in heads:
@@ -450,11 +453,11 @@ def _ledger(problem: Problem, plan: Plan, admitted: set[int]) -> Plan:
     ledger = Plan(problem)
     for j in sorted(admitted):
         action = problem.actions[j]
-        ledger.admit(action, _placement_in(plan, action, ledger))
+        ledger.admit(action, placement_in(plan, action, ledger))
     return ledger
 
 
-def _placement_in(plan: Plan, action: ActionInfo, target: Plan) -> NodeAssignment | None:
+def placement_in(plan: Plan, action: ActionInfo, target: Plan) -> NodeAssignment | None:
     """Where `plan` put `action`, or its pool when `action` starts that pool in `target`."""
     placement = plan.admitted.get(action.index)
     env = target.env_to_start(action)

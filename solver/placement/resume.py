@@ -33,7 +33,7 @@ import numpy as np
 from models.errors import ErrorCode
 from models.result import WaitReason
 from solver.placement.best_fit import over_depth
-from solver.placement.decide import Decider, ModelCheckBudget, _placement_in
+from solver.placement.decide import Decider, ModelCheckBudget, NoRoomMemo, placement_in
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal, Spot
 from solver.placement.problem import ActionInfo, Problem
@@ -63,7 +63,7 @@ class TickState:
                 break
             if i not in absent:
                 action = self.problem.actions[i]
-                ledger.admit(action, _placement_in(self.plan, action, ledger))
+                ledger.admit(action, placement_in(self.plan, action, ledger))
         if not absent:
             self._ledgers[start] = ledger
         return ledger
@@ -140,7 +140,7 @@ def resume(
         if i not in absent and line.queues[line.actions[i].queue].strict:
             heads.setdefault(line.actions[i].queue, i)
     refusals: dict[int, Refusal] = {}
-    shapes: dict[tuple, list[tuple[tuple[int, ...], bool]]] = {}
+    shapes: NoRoomMemo = {}
     # Nodes with less room than the tick left them at this point of the line: where the walk
     # placed what the tick did not (None once the model has moved work: anywhere).
     dirty: set[Spot] | None = set()
@@ -244,7 +244,7 @@ def _admit_where_it_was(
     """
     if ledger.refusal(action) is not None:
         return False
-    placement = _placement_in(state.plan, action, ledger)
+    placement = placement_in(state.plan, action, ledger)
     items = ledger.items_to_place(action)
     if placement is None:
         if items:
