@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from api.cli.context import FiniteRange
 from api.cli.whatif import TIME_LIMIT, _check_free, _WhatifGroup, staged
 from models.errors import InvalidInput
 from models.fields import parse_duration
@@ -216,26 +217,26 @@ def _require_matplotlib() -> None:
 )
 @click.option(
     "--first-day",
-    type=click.FloatRange(min=0, max=MAX_TRACE_DAYS),
+    type=FiniteRange(min=0, max=MAX_TRACE_DAYS),
     default=0,
     show_default=True,
     help="Keep the pods created from this day of the trace on; the trace starts there.",
 )
 @click.option(
     "--days",
-    type=click.FloatRange(min=0, min_open=True, max=MAX_TRACE_DAYS),
+    type=FiniteRange(min=0, min_open=True, max=MAX_TRACE_DAYS),
     help="Keep this many days of pods from --first-day (default: to the end).",
 )
 @click.option(
     "--density",
-    type=click.FloatRange(min=0, min_open=True, max=MAX_DENSITY),
+    type=FiniteRange(min=0, min_open=True, max=MAX_DENSITY),
     default=1,
     show_default=True,
     help="Arrivals this many times as fast (submit times divided by it; run times kept).",
 )
 @click.option(
     "--nodes-fraction",
-    type=click.FloatRange(min=0, min_open=True, max=1),
+    type=FiniteRange(min=0, min_open=True, max=1),
     default=1,
     show_default=True,
     help="The --fleet-out fleet with this share of each pool's nodes (at least one).",

@@ -115,3 +115,23 @@ def test_convert_alibaba_a_window_denser_on_fewer_nodes(tmp_path: Path) -> None:
         (c.name, p.name): p.nodes for c in read_snapshot(fleet).clusters for p in c.node_pools
     }
     assert shrunk == {pool: max(1, round(nodes * 0.1)) for pool, nodes in full.items()}
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--density", "nan"), ("--density", "inf"), ("--days", "nan"), ("--first-day", "nan"),
+     ("--nodes-fraction", "nan"), ("--density", "0"), ("--nodes-fraction", "2")],
+)  # fmt: skip
+def test_convert_alibaba_refuses_a_window_out_of_range(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    """Issue 15: "Converters for two public trace formats", with the window options bounded
+    where they are parsed: nan compares false with every bound, so it is refused by name too,
+    before anything is read or written."""
+    out = tmp_path / "openb.arrow"
+    result = CliRunner().invoke(
+        main, ["replay", "convert", "alibaba", option, value, "--out", str(out)]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in result.output
+    assert not out.exists()
