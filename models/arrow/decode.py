@@ -16,8 +16,7 @@ import dataclasses
 import gc
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise, repeat
-from types import MemberDescriptorType
+from itertools import pairwise
 from typing import Any, NoReturn, TypeVar, cast
 
 import numpy as np
@@ -35,8 +34,9 @@ from models.arrow.schema import (
     SNAPSHOT_VERSION_KEY,
     TABLES_OF_VERSION,
 )
+from models.construct import trusted_models
 from models.devices import AcceleratorRequest, parse_device
-from models.errors import InternalError, InvalidInput
+from models.errors import InvalidInput
 from models.limits import (
     EARLIEST,
     LATEST,
@@ -805,46 +805,8 @@ def _models(checked: _Checked) -> Snapshot:
     )
 
 
-def _slot_setter(name: str) -> Callable[[object, object], None]:
-    """The setter of one of BaseModel's slots.
-
-    BaseModel keeps these in slots; setting them through their descriptors is the cheapest way.
-    Read from the class __dict__: pydantic annotates these names with the instance values' types,
-    not the slot descriptors the class holds.
-    """
-    descriptor: MemberDescriptorType = vars(BaseModel)[name]
-    return descriptor.__set__
-
-
-_SET_FIELDS_SET = _slot_setter("__pydantic_fields_set__")
-_SET_EXTRA = _slot_setter("__pydantic_extra__")
-_SET_PRIVATE = _slot_setter("__pydantic_private__")
-
-
 def _instances(cls: type[M], columns: dict[str, Sequence[Any]]) -> list[M]:
-    """One model per row from already-valid values: what model_construct does, but cheaper.
-
-    model_construct costs twice as much per row (it fills defaults and counts the
-    fields given); here every field is given, so one shared fields_set is right
-    (pydantic copies it before a copy changes it).
-    """
-    if columns.keys() != cls.model_fields.keys():
-        raise InternalError(
-            f"arrow snapshot builds {cls.__name__} from {sorted(columns)},"
-            f" but the model has {sorted(cls.model_fields)}; update models.arrow.schema"
-        )
-    fields_set = set(columns)
-    new, set_attribute = object.__new__, object.__setattr__
-    models: list[M] = []
-    append = models.append
-    for values in map(dict, map(zip, repeat(tuple(columns)), zip(*columns.values(), strict=True))):
-        model = new(cls)
-        set_attribute(model, "__dict__", values)
-        _SET_FIELDS_SET(model, fields_set)
-        _SET_EXTRA(model, None)
-        _SET_PRIVATE(model, None)
-        append(model)
-    return models
+    return trusted_models(cls, columns, "arrow snapshot (update models.arrow.schema)")
 
 
 def _distinct(array: pa.Array, convert: Callable[[Any], T]) -> list[T | None]:

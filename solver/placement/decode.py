@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate, pairwise
 
 import numpy as np
 
+from models.construct import trusted_models
 from models.resources import UNTYPED_GPU, ResourceKind
 from models.result import (
     EnvironmentStart,
@@ -21,6 +23,7 @@ from solver.placement.failfast import Failure, describe_item
 from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import ActionInfo, Item, Problem
 
+_BUILDER = "the tick's decode"
 # Waiting actions whose places in line are counted together (a block-by-groups matrix each).
 PLACE_BLOCK = 256
 
@@ -47,6 +50,7 @@ def decode(
     new_nodes = _new_node_numbers(problem, plan)
     no_room: dict[tuple, Refusal] = {}
     waiting: list[tuple[ActionInfo, Refusal]] = []
+    scheduled: list[ActionInfo] = []
     for action in problem.actions:
         i = action.index
         queue = problem.queues[action.queue].name
@@ -58,20 +62,7 @@ def decode(
                 )
             )
         elif i in plan.admitted:
-            placement = plan.admitted[i]
-            env = problem.envs[action.env].name if action.env is not None else None
-            result.scheduled.append(
-                ScheduledAction(
-                    action=action.id,
-                    queue=queue,
-                    run=action.run,
-                    cluster=problem.cluster_names[placement.cluster] if placement else None,
-                    containers=_containers(problem, action.items, placement, new_nodes)
-                    if placement
-                    else [],
-                    environment=env,
-                )
-            )
+            scheduled.append(action)
         else:
             refusal = refusals[i]
             if refusal is NO_ROOM:
@@ -84,28 +75,32 @@ def decode(
                     no_room[shape] = room_refusal(problem, action, plan)
                 refusal = no_room[shape]
             waiting.append((action, refusal))
+    result.scheduled = _scheduled(problem, plan, scheduled, new_nodes)
     positions = place_in_line(problem, plan, [action for action, _ in waiting])
-    result.waiting = [
-        WaitingAction(
-            action=action.id,
-            queue=problem.queues[action.queue].name,
-            reason=refusal.reason,
-            resource=refusal.resource,
-            message=refusal.message,
-            queue_position=position.in_queue,
-            global_position=position.in_line,
-            ahead_competing=position.ahead_competing,
-        )
-        for (action, refusal), position in zip(waiting, positions, strict=True)
-    ]
-    for e, placement in sorted(plan.env_started.items()):
-        started = problem.envs[e]
+    result.waiting = trusted_models(
+        WaitingAction,
+        {
+            "action": [action.id for action, _ in waiting],
+            "queue": [problem.queues[action.queue].name for action, _ in waiting],
+            "reason": [refusal.reason for _, refusal in waiting],
+            "resource": [refusal.resource for _, refusal in waiting],
+            "message": [refusal.message for _, refusal in waiting],
+            "queue_position": [position.in_queue for position in positions],
+            "global_position": [position.in_line for position in positions],
+            "ahead_competing": [position.ahead_competing for position in positions],
+        },
+        _BUILDER,
+    )
+    started = sorted(plan.env_started.items())
+    placed = _containers(problem, [(problem.envs[e].items, at) for e, at in started], new_nodes)
+    for (e, placement), containers in zip(started, placed, strict=True):
+        env = problem.envs[e]
         result.environments_started.append(
             EnvironmentStart(
-                environment=started.name,
-                queue=problem.queues[started.queue].name,
+                environment=env.name,
+                queue=problem.queues[env.queue].name,
                 cluster=problem.cluster_names[placement.cluster],
-                containers=_containers(problem, started.items, placement, new_nodes),
+                containers=containers,
             )
         )
     result.queues = _metrics(problem, plan, failures, heads)
@@ -148,9 +143,7 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> li
         both[members] = _earlier_sharing(shares[np.ix_(local, local)], inverse)
     # Counts of waiting actions stay far below double precision's 2**53: exact.
     ahead = (queue_position - 1) + _earlier_sharing(shares, sets) - both
-    return [
-        Position(int(queue_position[k]), k + 1, round(ahead[k])) for k in range(len(waiting))
-    ]
+    return [Position(int(queue_position[k]), k + 1, round(ahead[k])) for k in range(len(waiting))]
 
 
 @dataclass(frozen=True)
@@ -211,24 +204,68 @@ def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int
     return numbers
 
 
+def _scheduled(
+    problem: Problem,
+    plan: Plan,
+    admitted: list[ActionInfo],
+    new_nodes: dict[tuple[int, int], int],
+) -> list[ScheduledAction]:
+    placements = [plan.admitted[action.index] for action in admitted]
+    placed = iter(
+        _containers(
+            problem,
+            [
+                (action.items, placement)
+                for action, placement in zip(admitted, placements, strict=True)
+                if placement
+            ],
+            new_nodes,
+        )
+    )
+    return trusted_models(
+        ScheduledAction,
+        {
+            "action": [action.id for action in admitted],
+            "queue": [problem.queues[action.queue].name for action in admitted],
+            "run": [action.run for action in admitted],
+            "cluster": [
+                problem.cluster_names[placement.cluster] if placement else None
+                for placement in placements
+            ],
+            # An action that joins a running pool has no containers of its own.
+            "containers": [next(placed) if placement else [] for placement in placements],
+            "environment": [
+                problem.envs[action.env].name if action.env is not None else None
+                for action in admitted
+            ],
+        },
+        _BUILDER,
+    )
+
+
 def _containers(
     problem: Problem,
-    items: list[Item],
-    placement: NodeAssignment,
+    placements: list[tuple[list[Item], NodeAssignment]],
     new_nodes: dict[tuple[int, int], int],
-) -> list[PlacedContainer]:
-    placed = []
-    for item, (p, node) in zip(items, placement.spots, strict=True):
-        fresh = (p, node) in new_nodes
-        placed.append(
-            PlacedContainer(
-                name=item.name,
-                node_pool=problem.pools[p].name,
-                node=new_nodes.get((p, node), node),
-                new_node=fresh,
-            )
-        )
-    return placed
+) -> list[list[PlacedContainer]]:
+    """The containers of each placement on their nodes (a node started now by its number)."""
+    spots = [
+        (item, p, node)
+        for items, placement in placements
+        for item, (p, node) in zip(items, placement.spots, strict=True)
+    ]
+    built = trusted_models(
+        PlacedContainer,
+        {
+            "name": [item.name for item, _, _ in spots],
+            "node_pool": [problem.pools[p].name for _, p, _ in spots],
+            "node": [new_nodes.get((p, node), node) for _, p, node in spots],
+            "new_node": [(p, node) in new_nodes for _, p, node in spots],
+        },
+        _BUILDER,
+    )
+    bounds = accumulate((len(placement.spots) for _, placement in placements), initial=0)
+    return [built[start:stop] for start, stop in pairwise(bounds)]
 
 
 def _metrics(
