@@ -832,16 +832,22 @@ def _durations(array: pa.Array) -> list[timedelta | None]:
     return _distinct(array.cast(pa.int64()), lambda value: timedelta(microseconds=value))
 
 
+def _map_texts(array: pa.Array) -> pa.Array:
+    """Each map row as one string of its entries (empty for null): equal maps, equal strings."""
+    offsets, keys, items = _map_parts(array)
+    entries = _key(keys, items.cast(pa.string()))
+    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries)
+    return pc.binary_join(lists, _ROW_SEP)
+
+
 def _dicts(array: pa.Array) -> list[dict[str, Any]]:
     """One dict per map row (an empty one for null); each distinct map is built once, then copied.
 
     Requests repeat a few shapes across many rows, so this is several times cheaper than
     building every row's dict from its entries.
     """
-    offsets, keys, items = _map_parts(array)
-    entries = _key(keys, items.cast(pa.string()))
-    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries)
-    rows = pc.binary_join(lists, _ROW_SEP)
+    items = _map_parts(array)[2]
+    rows = _map_texts(array)
 
     def mapping(row: str) -> dict[str, Any]:
         pairs = (entry.split(_SEP) for entry in row.split(_ROW_SEP)) if row else ()
@@ -988,9 +994,36 @@ def _environments(t: _Checked) -> list[Environment]:
     )
 
 
+def _codes(array: pa.Array) -> np.ndarray:
+    """The same integer for equal values of `array` (null included), different for different."""
+    return np.asarray(pc.fill_null(pc.index_in(array, value_set=pc.unique(array)), -1), np.int64)
+
+
+def _shared_containers(c: _Table) -> list[Container]:
+    """The Container of every row; rows of equal values share one model.
+
+    A line repeats a few containers, and nothing changes a snapshot's models in place (a change
+    is a copy: solver.whatif, solver.explain), so each distinct container is built once: at
+    100,000 actions, a few thousand models instead of 109,000."""
+    columns = ("name", "resources", "gpu_count", "gpu_device", "node_selector")
+    values = [_map_texts(c[name]) if pa.types.is_map(c[name].type) else c[name] for name in columns]
+    # One code per distinct row: the columns' codes folded in one at a time, renumbered after
+    # each so that the products stay far inside int64.
+    codes = np.zeros(c.rows, np.int64)
+    for value in values:
+        column = _codes(value) + 1
+        codes = np.unique(codes * (int(column.max(initial=0)) + 1) + column, return_inverse=True)[1]
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    distinct = _Table(c.source, c.name, {name: c[name].take(first) for name in columns})
+    built = _instances(
+        Container, {"name": distinct["name"].to_pylist(), **_container_fields(distinct)}
+    )
+    return list(map(built.__getitem__, inverse.reshape(-1).tolist()))
+
+
 def _actions(t: _Checked) -> list[Action]:
     a, c = t.actions, t.containers
-    containers = _instances(Container, {"name": c["name"].to_pylist(), **_container_fields(c)})
+    containers = _shared_containers(c)
     deadlines = [
         at if at is not None else after
         for at, after in zip(_times(a["deadline"]), _durations(a["deadline_after"]), strict=True)

@@ -540,11 +540,21 @@ class _ItemMaker:
 
         Most actions of a queue repeat a few lists of containers: each list is compiled once
         and its items shared by every action of it (none is mutated)."""
-        shapes = [self._shape(c, queue) for c in containers]
-        key = (field_name, *zip(shapes, (c.name for c in containers), strict=True))
+        # Keyed by the containers' fields as they are: one tuple per container is all an
+        # action of a known list costs (a typed and an untyped request of the default type
+        # are two keys for the same items).
+        key = (
+            field_name,
+            queue.index,
+            *[
+                (c.name, tuple(c.resources.items()), c.gpu, tuple(c.node_selector.items()))
+                for c in containers
+            ],
+        )
         known = self.compiled.get(key)
         if known is None:
             _check_containers(containers, field_name)
+            shapes = [self._shape(c, queue) for c in containers]
             items = [self._item(c, shape) for c, shape in zip(containers, shapes, strict=True)]
             known = self.compiled[key] = (items, _demand(containers, items))
         return known
