@@ -141,8 +141,9 @@ def forecast_kept(keep_as: str, forecasting: Forecasting) -> list[bytes]:
         return []
 
 
-# This worker process's readers of the store's file, one per file: each keeps its parsed
-# actions between ticks, so a tick parses only the actions submitted since the last.
+# This worker process's readers of the store, one per database: each keeps the live actions
+# between ticks, so a tick reads and parses only the rows changed since the last
+# (api.store.tick_io.LiveActions).
 _READERS: dict[str, SqlTickIO] = {}
 
 
@@ -203,7 +204,7 @@ def solve_from_file(
 
 def read_ahead(path: str, now: datetime) -> int:
     """Read the snapshot of the database at `path` as `solve_from_file` would, and solve
-    nothing: this worker's parse cache then holds every live action (a follower's, for the
+    nothing: this worker's reader then keeps every live action (a follower's, for the
     day it leads). Returns how many live actions it read."""
     planned, _ = _reader(path).read_tick_input_unchecked(now)
     return len(planned.snapshot.actions)

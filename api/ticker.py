@@ -165,7 +165,7 @@ class TickLoop:
 
     def _read_ahead(self) -> None:
         """On a follower, once per tick the leader writes back: the worker reads the snapshot
-        as a tick would, so its parse cache is warm if this replica is elected (a cold read
+        as a tick would, so its kept actions are warm if this replica is elected (a cold read
         of thousands of actions held a new leader's first tick for seconds). In the
         background: the lease is never renewed later for it."""
         if self.database is None or not (self._ahead is None or self._ahead.done()):

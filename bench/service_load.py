@@ -209,14 +209,17 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
         if args.no_ticks:
             _submissions(url, pid, args.queued, args, "no tick after the fill")
             return
-        samples = _next_ticks(url, 5)
+        _next_ticks(url, 1)  # the first may still be deciding the fill itself
+        workers_before = _workers_cpu_seconds(pid)
+        steady = _next_ticks(url, 4)
+        workers_s = (_workers_cpu_seconds(pid) - workers_before) / len(steady)
         waiting = sum(q["waiting"] for q in httpx.get(f"{url}/queues").json())
-        steady = samples[1:]  # the first may still be deciding the fill itself
         mean = {key: sum(s[key] for s in steady) / len(steady) for key in steady[0]}
         phases = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in mean.items() if k != "total")
         print(
             f"  tick with {waiting:,} of {args.queued:,} actions still waiting:"
-            f" {mean['total'] * 1000:.0f} ms ({phases}), mean of {len(steady)} ticks"
+            f" {mean['total'] * 1000:.0f} ms ({phases}), mean of {len(steady)} ticks;"
+            f" CPU of the server's worker processes {workers_s * 1000:.0f} ms a tick"
         )
         during, outside = asyncio.run(_get_latencies(url, args.seconds))
         p99_during, p99_outside = _p99(during), _p99(outside)
@@ -305,6 +308,32 @@ def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _workers_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of the processes below `pid` (the tick's worker and any
+    other the server started), from /proc: a tick's work that runs beside the server."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        parents[int(stat.parent.name)] = int(fields[1])
+    below, found = {pid}, True
+    while found:
+        found = False
+        for child, parent in parents.items():
+            if parent in below and child not in below:
+                below.add(child)
+                found = True
+    total = 0.0
+    for child in below - {pid}:
+        try:
+            total += _cpu_seconds(child)
+        except OSError:
+            continue
+    return total
 
 
 @contextmanager

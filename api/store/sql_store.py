@@ -126,5 +126,5 @@ class SqlStore(
                 ticket.error = ticket.error or failure
         for ticket in tickets:
             if ticket.error is None:
-                self._action_cache.remember(ticket.actions)
+                self._live_actions.remember(ticket.actions)
             ticket.done = True

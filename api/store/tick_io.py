@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from api.store.connection import (
 from api.store.job_queues import apply_quota_decisions, read_quota_snapshot
 from api.store.leadership import TickRow, record_tick
 from api.store.records import (
+    LIVE_PHASES,
     AppliedJobs,
     AppliedTick,
     Phase,
@@ -44,26 +46,56 @@ log = logging.getLogger("sluice.store")
 
 REMEMBERED_MAX = 50_000
 
+# A live action's row as the snapshot reads it: seq, id, phase, placement, started (or
+# scheduled) at, queue.
+ActionRow = tuple[int, str, str, str | None, str | None, str]
+ROW_COLUMNS = "seq, id, phase, placement, COALESCE(started_at, scheduled_at), queue"
+LIVE = frozenset(phase.value for phase in LIVE_PHASES)
 
-class ActionCache:
-    """Validated actions by id, so a tick does not parse thousands of JSON bodies again.
+
+@dataclass(frozen=True)
+class ChangedActions:
+    """What one read brought in: the snapshot's actions in order, those of them that are
+    new or changed since the last read, and why each live row left out does not validate."""
+
+    actions: list[Action]
+    changed: list[Action]
+    invalid: dict[str, str]
+
+
+class LiveActions:
+    """The live actions of the last snapshot read, kept so the next read fetches only the
+    rows written since (each write stamps its row with a change number, schema 8) and parses
+    only bodies it has not parsed before.
+
+    Change numbers grow in commit order (writes are serialized on both databases), so
+    the rows numbered above the highest number the last read saw are every row written
+    since. What the numbers cannot show, the read checks in the same transaction, and
+    reads every live row again when: nothing is kept (a new process), the database is
+    another one (its `store_id`) or its numbers went back (restored from a copy), or the
+    count of live rows is not what the kept rows and the changes make it (a row deleted
+    after its last change was read: only finished rows are deleted, but one that finished
+    and was pruned between two reads shows no change).
 
     An action's body changes only when it moves to another queue (its `queue` column with
-    it), and its placement never changes once set, so a parsed form whose queue is the
-    row's stays valid: a reader in another process (the tick's worker), which hears of no
-    move, checks the queue and reads a moved action again. The solver receives these shared
-    objects and must not mutate them.
+    it), so a parsed form whose queue is the row's stays valid. The solver receives these
+    shared objects and must not mutate them.
 
-    Submissions are remembered (parsed already) only while the cache holds fewer than
-    REMEMBERED_MAX actions: a process whose ticks read in a worker never reads here to
-    prune them, and past the bound a new action is parsed when it is read.
+    Submissions are remembered (parsed already) only while fewer than REMEMBERED_MAX are:
+    a process whose ticks read in a worker never reads here to prune them, and past the
+    bound a new action is parsed when it is read.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._reads = 0  # advanced by each snapshot read
-        self._submitted: dict[str, tuple[Action, int]] = {}
-        self._placed: dict[str, Action] = {}  # the running form, with state and placement
+        self._submitted: dict[str, tuple[Action, int]] = {}  # queued forms, by id
+        self._rows: dict[str, ActionRow] = {}  # the live rows as last read, by id
+        self._actions: dict[str, Action] = {}  # their snapshot forms (the valid ones)
+        self._invalid: dict[str, str] = {}  # why each live row left out does not validate
+        self._ordered: list[Action] | None = []  # _actions in seq order, once sorted
+        self._mark: int | None = None  # the highest change number read; None: read all
+        self._store_id: str | None = None
 
     def remember(self, actions: list[Action]) -> None:
         with self._lock:
@@ -76,74 +108,112 @@ class ActionCache:
             self._reads += 1
             return self._reads
 
-    def missing(self, rows: list[tuple[str, str]]) -> list[str]:
-        """Of rows of (id, queue), the ids not cached, or cached with another queue."""
+    def since(self, store_id: str, mark: int) -> int | None:
+        """The change number above which this read need fetch rows, in a database whose
+        id and highest change number are these; None: fetch every live row."""
+        if self._mark is None or store_id != self._store_id or mark < self._mark:
+            return None
+        return self._mark
+
+    def count_after(self, changes: list[ActionRow]) -> int:
+        """How many live rows there are once `changes` (rows of any phase) are applied."""
+        live = len(self._rows)
+        for row in changes:
+            live += (row[2] in LIVE) - (row[1] in self._rows)
+        return live
+
+    def missing(self, rows: list[ActionRow]) -> list[str]:
+        """Of these rows, the ids whose body must be read: live, and not parsed with the
+        row's queue."""
         with self._lock:
             missing = []
-            for action_id, queue in rows:
-                cached = self._submitted.get(action_id)
-                if cached is None or cached[0].queue != queue:
-                    missing.append(action_id)
+            for row in rows:
+                cached = self._submitted.get(row[1])
+                if row[2] in LIVE and (cached is None or cached[0].queue != row[5]):
+                    missing.append(row[1])
             return missing
 
-    def live(
+    def update(
         self,
-        rows: list[tuple[str, str, str | None, str | None]],
+        rows: list[ActionRow],
+        every_row: bool,
         bodies: dict[str, str],
         read: int,
-    ) -> tuple[list[Action], dict[str, str]]:
-        """The snapshot's actions for rows of (id, phase, placement, started), in order, and
-        why each row whose body (or placement) does not validate is left out, by id. A placed
-        action's started_at is when an executor said it started, else when it was placed.
+        mark: tuple[str, int],
+    ) -> ChangedActions:
+        """Apply one read: `rows` are every live row (`every_row`) or the rows changed since
+        the last read, `bodies` those `missing` named, `mark` the database's id and highest
+        change number. A placed action's started_at is when an executor said it started,
+        else when it was placed.
 
-        Entries of actions that are no longer live are dropped, except those
-        remembered since the read began (submitted after its transaction started).
-        """
+        Parsed forms of actions that are no longer live are dropped, except those
+        remembered since the read began (submitted after its transaction started)."""
         with self._lock:
-            invalid: dict[str, str] = {}
+            if every_row:
+                live = {row[1] for row in rows}
+                self._submitted = {
+                    action_id: entry
+                    for action_id, entry in self._submitted.items()
+                    if action_id in live or entry[1] >= read
+                }
+                self._rows, self._actions, self._invalid = {}, {}, {}
             for action_id, body in bodies.items():
                 try:
                     self._submitted[action_id] = (Action.model_validate_json(body), read)
                 except ValidationError as error:
-                    invalid[action_id] = validation_message(error, f"stored action {action_id}")
-            actions: list[Action] = []
-            placed: dict[str, Action] = {}
-            for action_id, phase, placement, started in rows:
-                if action_id in invalid:
+                    self._invalid[action_id] = validation_message(
+                        error, f"stored action {action_id}"
+                    )
+            changed: list[Action] = []
+            for row in rows:
+                action_id = row[1]
+                if row[2] not in LIVE:
+                    self._rows.pop(action_id, None)
+                    self._actions.pop(action_id, None)
+                    self._invalid.pop(action_id, None)
+                    entry = self._submitted.get(action_id)
+                    if entry is not None and entry[1] < read:
+                        del self._submitted[action_id]
                     continue
-                action = self._submitted[action_id][0]
-                if phase != Phase.QUEUED:
-                    # Scheduled and running actions both hold their charges.
-                    started_at = read_time(started)
-                    cached = self._placed.get(action_id)
-                    try:
-                        action = (
-                            cached
-                            if cached is not None and cached.started_at == started_at
-                            else action.model_copy(
-                                update={
-                                    "state": ActionState.RUNNING,
-                                    "placement": Placement.model_validate_json(placement)
-                                    if placement
-                                    else None,
-                                    "started_at": started_at,
-                                }
-                            )
-                        )
-                    except ValidationError as error:
-                        where = f"stored placement of action {action_id}"
-                        invalid[action_id] = validation_message(error, where)
-                        continue
-                    placed[action_id] = action
-                actions.append(action)
-            live = {row[0] for row in rows}
-            self._submitted = {
-                action_id: entry
-                for action_id, entry in self._submitted.items()
-                if action_id in live or entry[1] >= read
+                self._rows[action_id] = row
+                self._actions.pop(action_id, None)
+                if action_id in bodies and action_id in self._invalid:
+                    continue  # its body does not validate
+                self._invalid.pop(action_id, None)
+                try:
+                    action = self._snapshot_form(row)
+                except ValidationError as error:
+                    where = f"stored placement of action {action_id}"
+                    self._invalid[action_id] = validation_message(error, where)
+                    continue
+                self._actions[action_id] = action
+                changed.append(action)
+            if rows or every_row:
+                self._ordered = None
+            if self._ordered is None:
+                order = sorted(self._actions, key=lambda action_id: self._rows[action_id][0])
+                self._ordered = [self._actions[action_id] for action_id in order]
+            self._store_id, self._mark = mark
+            return ChangedActions(list(self._ordered), changed, dict(self._invalid))
+
+    def _snapshot_form(self, row: ActionRow) -> Action:
+        _, action_id, phase, placement, started, _ = row
+        action = self._submitted[action_id][0]
+        if phase == Phase.QUEUED:
+            return action
+        # Scheduled and running actions both hold their charges.
+        return action.model_copy(
+            update={
+                "state": ActionState.RUNNING,
+                "placement": Placement.model_validate_json(placement) if placement else None,
+                "started_at": read_time(started),
             }
-            self._placed = placed
-            return actions, invalid
+        )
+
+    def forget(self) -> None:
+        """Read every live row next time (the last read's actions did not validate)."""
+        with self._lock:
+            self._mark = None
 
 
 class SqlTickIO(SqlDatabase):
@@ -151,8 +221,11 @@ class SqlTickIO(SqlDatabase):
 
     def __init__(self, path: str | Path, *, reader_only: bool = False) -> None:
         super().__init__(path, reader_only=reader_only)
-        self._action_cache = ActionCache()
-        # One snapshot read at a time: the action cache is consulted, then pruned.
+        self._live_actions = LiveActions()
+        # What the kept actions were last validated against (queues, clusters and
+        # environments, as stored): while it holds, a read validates only the changed ones.
+        self._validated_fleet: object = None
+        # One snapshot read at a time: the live actions are consulted, then updated.
         self._snapshot_lock = threading.Lock()
 
     def read_snapshot(self, now: datetime) -> Snapshot:
@@ -197,7 +270,8 @@ class SqlTickIO(SqlDatabase):
         return rejected
 
     def _read_tick_input(self, now: datetime) -> tuple[TickInput, dict[str, str]]:
-        read = self._action_cache.start_read()
+        kept = self._live_actions
+        read = kept.start_read()
         with self._read() as conn:
             generation = read_generation(conn)
             (settings,) = conn.execute("SELECT body FROM settings").fetchone()
@@ -208,13 +282,27 @@ class SqlTickIO(SqlDatabase):
             environment_rows = conn.execute(
                 "SELECT body, running, placement FROM environments ORDER BY name"
             ).fetchall()
-            rows = conn.execute(
-                "SELECT id, phase, placement, COALESCE(started_at, scheduled_at), queue"
-                f" FROM actions WHERE phase IN {LIVE_SQL} ORDER BY seq"
-            ).fetchall()
+            store_id, mark = conn.execute(
+                "SELECT (SELECT value FROM meta WHERE key = 'store_id'),"
+                " (SELECT COALESCE(MAX(changed), 0) FROM actions)"
+            ).fetchone()
+            since = kept.since(store_id, mark)
+            rows: list[ActionRow] = []
+            if since is not None:
+                rows = conn.execute(
+                    f"SELECT {ROW_COLUMNS} FROM actions WHERE changed > ?", (since,)
+                ).fetchall()
+                (live,) = conn.execute(
+                    f"SELECT COUNT(*) FROM actions WHERE phase IN {LIVE_SQL}"
+                ).fetchone()
+                if kept.count_after(rows) != live:
+                    since = None
+            if since is None:
+                rows = conn.execute(
+                    f"SELECT {ROW_COLUMNS} FROM actions WHERE phase IN {LIVE_SQL}"
+                ).fetchall()
             quota = read_quota_snapshot(conn)  # the job queues, in the same transaction
-            missing = self._action_cache.missing([(row[0], row[4]) for row in rows])
-            action_rows = [row[:4] for row in rows]
+            missing = kept.missing(rows)
             bodies: dict[str, str] = {}
             for start in range(0, len(missing), 500):
                 chunk = missing[start : start + 500]
@@ -235,19 +323,33 @@ class SqlTickIO(SqlDatabase):
             data["running"] = bool(running)
             data["placement"] = json.loads(placement) if placement else None
             environments.append(data)
-        actions, invalid = self._action_cache.live(action_rows, bodies, read)
-        snapshot = Snapshot.model_validate(
-            {
-                "now": now,
-                "settings": json.loads(settings),
-                "queues": queues,
-                "clusters": [json.loads(body) for (body,) in cluster_rows],
-                "environments": environments,
-                "actions": actions,
-                **quota,
-            }
-        )
-        return TickInput(snapshot=snapshot, generation=generation), invalid
+        read_in = kept.update(rows, since is None, bodies, read, (store_id, mark))
+        # What an action's checks look at (models.snapshot.Snapshot): queue names, clusters,
+        # environments; a queue's blocked head, which every tick writes, is not among them.
+        fleet = ([body for body, _ in queue_rows], cluster_rows, environment_rows)
+        # Until validated, as if nothing had been: a failed read must not leave unchecked
+        # actions behind for the next read to take as checked.
+        validated, self._validated_fleet = self._validated_fleet, None
+        every_action = since is None or validated != fleet
+        fields = {
+            "now": now,
+            "settings": json.loads(settings),
+            "queues": queues,
+            "clusters": [json.loads(body) for (body,) in cluster_rows],
+            "environments": environments,
+            "actions": read_in.actions if every_action else read_in.changed,
+            **quota,
+        }
+        try:
+            snapshot = Snapshot.model_validate(fields)
+        except Exception:
+            kept.forget()
+            raise
+        if not every_action:
+            # The others were validated against this same fleet by an earlier read.
+            snapshot = snapshot.model_copy(update={"actions": read_in.actions})
+        self._validated_fleet = fleet
+        return TickInput(snapshot=snapshot, generation=generation), read_in.invalid
 
     def apply_tick(
         self,

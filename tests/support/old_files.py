@@ -5,8 +5,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+# What each schema version added besides: triggers, and keys of `meta`.
+_ADDED_TRIGGERS = {8: ("actions_stamp_insert", "actions_stamp_update")}
+_ADDED_META = {8: ("action_changes", "store_id")}
 # What each schema version added: tables, then (table, column) pairs, then indexes.
 _ADDED: dict[int, tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]] = {
+    8: ((), (("actions", "changed"),), ("actions_changed",)),
     7: (
         (),
         (
@@ -35,6 +39,10 @@ def downgrade(path: Path, version: int) -> None:
             if newer <= version:
                 break
             tables, columns, indexes = _ADDED[newer]
+            for trigger in _ADDED_TRIGGERS.get(newer, ()):
+                conn.execute(f"DROP TRIGGER {trigger}")
+            for key in _ADDED_META.get(newer, ()):
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
             for index in indexes:
                 conn.execute(f"DROP INDEX {index}")
             for table, column in columns:

@@ -11,6 +11,7 @@ right after its file (`_AFTER`).
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable
 from importlib import resources
 
@@ -78,7 +79,49 @@ def _compress_fast(conn: Conn) -> None:
             conn.execute(f"ALTER TABLE last_tick ALTER COLUMN {column} SET COMPRESSION lz4")
 
 
-_AFTER: dict[int, Callable[[Conn], None]] = {3: _fill_deadlines, 7: _compress_fast}
+# SQLite has no sequences: a counter in `meta`. Writes are serialized on both databases
+# (SQLite has one writer; PostgreSQL's write transactions take one advisory lock first,
+# api.store.backends), so change numbers grow in commit order, and a snapshot that sees a
+# number sees every write numbered below it.
+_STAMP_SQLITE = (
+    " BEGIN UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+    " WHERE key = 'action_changes';"
+    " UPDATE actions SET changed = (SELECT CAST(value AS INTEGER) FROM meta"
+    " WHERE key = 'action_changes') WHERE seq = NEW.seq; END"
+)
+_SQLITE_STAMPS = [
+    "INSERT INTO meta (key, value) VALUES ('action_changes', '0') ON CONFLICT (key) DO NOTHING",
+    "CREATE TRIGGER IF NOT EXISTS actions_stamp_insert AFTER INSERT ON actions" + _STAMP_SQLITE,
+    # The stamp's own update leaves `changed` different, so it never stamps again.
+    "CREATE TRIGGER IF NOT EXISTS actions_stamp_update AFTER UPDATE ON actions"
+    " WHEN NEW.changed = OLD.changed" + _STAMP_SQLITE,
+]
+_POSTGRES_STAMPS = [
+    "CREATE SEQUENCE IF NOT EXISTS action_changes",
+    "CREATE OR REPLACE FUNCTION stamp_action_change() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$ BEGIN NEW.changed := nextval('action_changes'); RETURN NEW; END $$",
+    "CREATE TRIGGER actions_stamp BEFORE INSERT OR UPDATE ON actions FOR EACH ROW"
+    " EXECUTE FUNCTION stamp_action_change()",
+]
+
+
+def _stamp_changes(conn: Conn) -> None:
+    """Schema 8: the triggers that stamp each written action row with its change number,
+    and this database's own id, so a reader that kept rows of another database (a file
+    replaced at the same path) knows to read them all again."""
+    for statement in _POSTGRES_STAMPS if conn.dialect is POSTGRES else _SQLITE_STAMPS:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('store_id', ?) ON CONFLICT (key) DO NOTHING",
+        (uuid.uuid4().hex,),
+    )
+
+
+_AFTER: dict[int, Callable[[Conn], None]] = {
+    3: _fill_deadlines,
+    7: _compress_fast,
+    8: _stamp_changes,
+}
 
 
 def migrate(conn: Conn, shown: str) -> None:
