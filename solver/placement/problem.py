@@ -102,7 +102,11 @@ class PoolInfo:
         return (self.room < UNBOUNDED).astype(self.room.dtype)
 
 
-@dataclass
+_NO_POOL_INDICES = np.zeros(0, dtype=np.int64)
+_NO_POOL_INDICES.flags.writeable = False  # shared by every item not matched yet
+
+
+@dataclass(slots=True)
 class Item:
     """One container to place: of a pending action, or a replica of a starting pool."""
 
@@ -111,15 +115,16 @@ class Item:
     gpus: int
     device: str | None  # typed request (after the org default type), None if untyped or none
     selector: dict[str, str]
+    # Both set when its shape is matched (_ItemMaker.match).
     pools: dict[int, list[int]] = field(default_factory=dict)  # cluster -> compatible pools
-    all_pools: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    all_pools: np.ndarray = field(default_factory=lambda: _NO_POOL_INDICES)
 
     @property
     def untyped(self) -> bool:
         return self.gpus > 0 and self.device is None
 
 
-@dataclass
+@dataclass(slots=True)
 class EnvInfo:
     index: int
     name: str
@@ -130,7 +135,7 @@ class EnvInfo:
     unrepresentable: str | None = None  # why it cannot be compiled (its actions fail)
 
 
-@dataclass
+@dataclass(slots=True)
 class ActionInfo:
     index: int  # position in global order
     id: str
@@ -519,6 +524,7 @@ class _ItemMaker:
         default_type: str | None,
     ) -> None:
         self.dims = dims
+        self.dim_of = {name: d for d, name in enumerate(dims)}
         self.queues = queues
         self.default_type = default_type
         self.matcher = _PoolMatcher(pools, len(dims))
@@ -583,8 +589,9 @@ class _ItemMaker:
         if known is None:
             request = np.zeros(len(self.dims), dtype=np.int64)
             for name, amount in container.resources.items():
-                if name in self.dims:
-                    request[self.dims.index(name)] = amount
+                dim = self.dim_of.get(name)
+                if dim is not None:
+                    request[dim] = amount
             request[GPU_DIM] = shape[2]
             item = known = self.shapes[shape] = Item(
                 container.name, request, shape[2], shape[3], dict(shape[4])
