@@ -41,9 +41,13 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def read_text(path: Path) -> str:
     """A file's text; an unreadable file is an error naming it."""
     try:
-        return path.read_text()
+        return path.read_text(encoding="utf-8")
     except OSError as error:
         raise InvalidInput(f"{path}: cannot read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise InvalidInput(
+            f"{path}: not UTF-8 text (byte {error.start}): a scenario file is YAML or JSON"
+        ) from None
 
 
 def read_yaml(path: Path) -> Any:

@@ -316,7 +316,7 @@ def serve(
 
 
 @click.command("solve")
-@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="The TickResult as JSON.")
 @click.option(
     "--time-limit",
@@ -326,15 +326,17 @@ def serve(
     help="The solver's time limit for the tick, in seconds.",
 )
 def solve_scenario(path: Path, as_json: bool, time_limit: float) -> None:
-    """Run one tick offline on a scenario file and print its decisions.
+    """Run one tick offline on a snapshot and print its decisions.
 
-    With --json the top-level keys are scheduled, failed, waiting, queues, solver and quota
-    (the job queues' part: scheduled, preempted, waiting, failed, job_queues).
+    PATH is a scenario file (.yaml, .yml, .json) or an Arrow snapshot (a directory of IPC or
+    Parquet files, or one file of IPC streams), as `sluice whatif` reads. With --json the
+    top-level keys are scheduled, failed, waiting, queues, solver and quota (the job queues'
+    part: scheduled, preempted, waiting, failed, job_queues).
     """
-    from models.scenario import load_scenario
     from solver import TickOptions, tick
+    from solver.whatif.compare import load_snapshot
 
-    result = tick(load_scenario(path), TickOptions(time_limit_s=time_limit))
+    result = tick(load_snapshot(path), TickOptions(time_limit_s=time_limit))
     click.echo(tick_json(result) if as_json else tick_summary(result))
     if result.quota and not as_json:
         click.echo(quota_summary(result.quota))

@@ -5,6 +5,7 @@ killing pytest."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -128,3 +129,36 @@ def test_a_corrupted_snapshot_stream_is_invalid_argument_naming_the_table(
     )
     assert result.returncode == 0, (result.returncode, result.stderr)
     assert result.stdout.startswith(f"{stream}: table containers: not a valid Arrow IPC stream")
+
+
+@pytest.mark.parametrize("name", ["scenario.yaml", "scenario.json", "snapshot.arrows"])
+def test_solve_on_a_binary_file_is_invalid_argument_naming_it(tmp_path: Path, name: str) -> None:
+    """Guide: "no traceback reaches a user". A binary file where a scenario is read (here
+    bytes that are not UTF-8, under each name `sluice solve` accepts) is a clear
+    INVALID_ARGUMENT naming the file, not `INTERNAL: UnicodeDecodeError`."""
+    path = tmp_path / name
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe" + bytes(range(256)))
+    result = _sluice("solve", str(path))
+    assert (result.returncode, result.stderr.split(":")[0]) == (1, "INVALID_ARGUMENT"), (
+        result.stderr
+    )
+    assert str(path) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_solve_reads_an_arrow_snapshot_as_whatif_does(tmp_path: Path) -> None:
+    """Mission: "offline what-if solves on Apache Arrow snapshots". `sluice solve` takes the
+    snapshots `sluice whatif` takes: a directory of IPC files and one file of IPC streams,
+    with the same answer."""
+    stream = tmp_path / "snapshot.arrows"
+    with stream.open("wb") as sink:
+        write_snapshot_stream(read_snapshot(REALISTIC), sink)
+    answers = []
+    for path in (REALISTIC, stream):
+        result = _sluice("solve", str(path), "--json", "--time-limit", "1")
+        assert result.returncode == 0, result.stderr
+        answers.append(json.loads(result.stdout))
+    for answer in answers:
+        del answer["solver"]  # timings
+    assert answers[0] == answers[1]
+    assert answers[0]["scheduled"]
