@@ -31,7 +31,7 @@ from solver.placement.bounds import RoomBounds
 from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
 from solver.placement.failfast import Failure
 from solver.placement.plan import NodeAssignment, Plan, Refusal, UnitKey
-from solver.placement.problem import UNBOUNDED, ActionInfo, Item, Problem
+from solver.placement.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Item, Problem
 from solver.placement.repair import repair
 
 # With this many units or fewer placed this tick, every one of them may move in a check, so
@@ -177,7 +177,7 @@ class Decider:
         # more admitted since, a request no smaller is not tried again.
         self._unrepaired = NoRoomMemo()
         self._unrepaired_at = -1
-        self._repair_movable: dict[UnitKey, bool] = {}
+        self._repair_ranks: dict[UnitKey, tuple[int, int] | None] = {}
 
     def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
@@ -298,7 +298,7 @@ class Decider:
             items,
             ledger.charge_of(action),
             clusters,
-            self._movable,
+            self._repair_rank,
         )
         if found is None:
             self._unrepaired.add(action.queue, items, proven=False)
@@ -309,16 +309,21 @@ class Decider:
         self._admit(ledger, action, found.placement)
         return True
 
-    def _movable(self, key: UnitKey) -> bool:
-        """Whether a repair may move the unit: its charges do not depend on where it lands."""
-        movable = self._repair_movable.get(key)
-        if movable is None:
+    def _repair_rank(self, key: UnitKey) -> tuple[int, int] | None:
+        """A unit's size (GPUs, then CPU) for a repair to try the smallest first; None when its
+        charges depend on where it lands (untyped GPUs under a device cap): it never moves."""
+        if key not in self._repair_ranks:
             kind, index = key
             unit = self.problem.envs[index] if kind == "env" else self.problem.actions[index]
-            movable = self._repair_movable[key] = not self._meets_device_caps(
-                unit.queue, unit.items
+            self._repair_ranks[key] = (
+                None
+                if self._meets_device_caps(unit.queue, unit.items)
+                else (
+                    sum(int(item.request[GPU_DIM]) for item in unit.items),
+                    sum(int(item.request[CPU_DIM]) for item in unit.items),
+                )
             )
-        return movable
+        return self._repair_ranks[key]
 
     def _admit(self, ledger: Plan, action: ActionInfo, placement: NodeAssignment | None) -> None:
         """Admit `action` into the ledger, and count what it places in the bounds."""

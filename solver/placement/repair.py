@@ -21,13 +21,17 @@ import numpy as np
 
 from models.resources import EMPTY, ResourceVector
 from solver.placement.plan import NodeAssignment, Plan, UnitKey
-from solver.placement.problem import CPU_DIM, GPU_DIM, Item
+from solver.placement.problem import Item
 
 # Units tried per repair, the likeliest first: a repair is meant to be cheap next to a model
 # check, and counted work keeps it reproducible. Pairs, measured at M: the model time a full
 # walk of the line asks for fell from about 6.4 to 5.2 estimated seconds.
 MAX_EJECTIONS = 16
 MAX_PAIRS = 8
+# Nodes looked at per repair (those short of the least room first), and units on each (the
+# smallest first): nodes of small work hold hundreds of units (Alibaba's trace).
+MAX_NODES = 128
+MAX_ON_NODE = 16
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,12 @@ def repair(
     items: list[Item],
     charge: ResourceVector,
     clusters: list[int],
-    movable: Callable[[UnitKey], bool],
+    rank: Callable[[UnitKey], tuple[int, int] | None],
 ) -> Repair | None:
     """A placement of `items` (a unit of `queue` charging `charge`) after moving one or two
-    decided units that `movable` allows, or None when none of those tried makes room."""
-    for group in _in_the_way(ledger, items, clusters, movable):
+    decided units, or None when none of those tried makes room. `rank` orders the units a
+    repair may move (the smallest first), None for one it may not."""
+    for group in _in_the_way(ledger, items, clusters, rank):
         found = _moved_out(ledger, group, queue, items, charge)
         if found is not None:
             return found
@@ -94,7 +99,7 @@ def _in_the_way(
     ledger: Plan,
     items: list[Item],
     clusters: list[int],
-    movable: Callable[[UnitKey], bool],
+    rank: Callable[[UnitKey], tuple[int, int] | None],
 ) -> list[tuple[UnitKey, ...]]:
     """Decided units that leave room for one of the containers on a node they sit on, once
     gone: node by node, those short of the least room first, and on a node the smallest
@@ -104,7 +109,7 @@ def _in_the_way(
     pairs: list[tuple[UnitKey, ...]] = []
     seen: set[UnitKey] = set()
     pools = ledger.problem.pools
-    blocked: list[tuple[int, int, int, Item]] = []  # (shortfall, pool, node, container)
+    blocked: list[tuple[float, int, int, Item]] = []  # (shortfall, pool, node, container)
     for item in items:
         for cluster in clusters:
             for p in item.pools[cluster]:
@@ -114,30 +119,25 @@ def _in_the_way(
                 candidates = (pools[p].room - pools[p].used >= item.request).all(axis=1) & (
                     short.any(axis=1)
                 )
+                # How far short, as the largest share of a node's room on one dimension.
+                share = (short / np.maximum(pools[p].room, 1)).max(axis=1)
                 for node in np.flatnonzero(candidates).tolist():
                     if (p, node) in ledger.node_units:
-                        blocked.append((int(short[node].sum()), p, node, item))
+                        blocked.append((float(share[node]), p, node, item))
     blocked.sort(key=lambda b: b[:3])
-    for _, p, node, item in blocked:
+    for _, p, node, item in blocked[:MAX_NODES]:
         room = ledger.free[p][node]
+        ranked = sorted(
+            (size, key) for key in ledger.node_units[(p, node)] if (size := rank(key)) is not None
+        )
         on_node = []
-        for key in ledger.node_units[(p, node)]:
-            if not movable(key):
-                continue
+        for size, key in ranked[:MAX_ON_NODE]:
             _, unit_items, placement = ledger.unit(key)
-            freed = sum(
-                (
-                    u.request
-                    for u, spot in zip(unit_items, placement.spots, strict=True)
-                    if spot == (p, node)
-                ),
-                np.zeros_like(room),
-            )
-            size = sum(
-                int(u.request[GPU_DIM]) * 2**32 + int(u.request[CPU_DIM]) for u in unit_items
-            )
+            freed = np.zeros_like(room)
+            for unit_item, spot in zip(unit_items, placement.spots, strict=True):
+                if spot == (p, node):
+                    freed += unit_item.request
             on_node.append((size, key, freed))
-        on_node.sort(key=lambda entry: entry[:2])
         for _, key, freed in on_node:
             if key not in seen and (room + freed >= item.request).all():
                 seen.add(key)
