@@ -30,8 +30,9 @@ from solver.placement.best_fit import (
 from solver.placement.bounds import RoomBounds
 from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
 from solver.placement.failfast import Failure
-from solver.placement.plan import NodeAssignment, Plan, Refusal
-from solver.placement.problem import UNBOUNDED, ActionInfo, Item, Problem
+from solver.placement.plan import NodeAssignment, Plan, Refusal, UnitKey
+from solver.placement.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Item, Problem
+from solver.placement.repair import repair
 
 # With this many units or fewer placed this tick, every one of them may move in a check, so
 # the answer is exact; above it, only the units on the nodes the action could use may move.
@@ -49,13 +50,72 @@ MAX_MODEL_SPOTS = 40_000
 SECONDS_PER_DETERMINISTIC = 2.3
 BUILD_SECONDS_PER_MODEL = 1e-3
 BUILD_SECONDS_PER_VARIABLE = 1e-6
-# Requests that found no room this tick, by their key (`_shape`), each with whether that
-# refusal was proven: a request no smaller under the same key finds none either.
-NoRoomMemo = dict[tuple, list[tuple[tuple[int, ...], bool]]]
 OUT_OF_TIME = Refusal(
     WaitReason.SOLVER_LIMIT,
     "best-fit found no room, and the tick's time limit ran out before repacking could settle it",
 )
+
+
+class NoRoomMemo:
+    """Requests that found no room this tick, each with whether that refusal was proven.
+
+    A request no smaller, each of whose containers may use only pools its counterpart could
+    use (the same device, typed or not), finds none either: room only shrinks as the tick
+    admits, and a placement of it would place the smaller one at the same spots. (Proven,
+    by the bounds' flows or a closed model, that one is proven too; D230.)
+
+    `items` are what admitting the action places: its own containers, or the replicas of the
+    reusable pool it starts.
+    """
+
+    def __init__(self) -> None:
+        # Per kind of request: the failed requests (rows), their containers' pool sets (by
+        # the id of the item's shared `pools`), and whether each refusal was proven.
+        self._requests: dict[tuple, np.ndarray] = {}
+        self._pools: dict[tuple, list[tuple[int, ...]]] = {}
+        self._proven: dict[tuple, list[bool]] = {}
+        self._sets: dict[int, frozenset[int]] = {}
+        self._within: dict[tuple[int, int], bool] = {}
+
+    def add(self, queue: int, items: list[Item], proven: bool) -> None:
+        key = _kind(queue, items)
+        request = np.concatenate([item.request for item in items])[None, :]
+        known = self._requests.get(key)
+        self._requests[key] = request if known is None else np.vstack([known, request])
+        self._pools.setdefault(key, []).append(tuple(self._pool_set(item) for item in items))
+        self._proven.setdefault(key, []).append(proven)
+
+    def find(self, queue: int, items: list[Item]) -> bool | None:
+        """None if no refusal covers this request, else whether one that does was proven."""
+        key = _kind(queue, items)
+        known = self._requests.get(key)
+        if known is None:
+            return None
+        request = np.concatenate([item.request for item in items])
+        mine = tuple(self._pool_set(item) for item in items)
+        found: bool | None = None
+        for row in np.flatnonzero((known <= request).all(axis=1)).tolist():
+            theirs = self._pools[key][row]
+            if all(self._inside(a, b) for a, b in zip(mine, theirs, strict=True)):
+                if self._proven[key][row]:
+                    return True
+                found = False
+        return found
+
+    def _pool_set(self, item: Item) -> int:
+        # Items of one pool set share their `pools` mapping (solver.placement.problem).
+        ident = id(item.pools)
+        if ident not in self._sets:
+            self._sets[ident] = frozenset(p for pools in item.pools.values() for p in pools)
+        return ident
+
+    def _inside(self, mine: int, theirs: int) -> bool:
+        if mine == theirs:
+            return True
+        inside = self._within.get((mine, theirs))
+        if inside is None:
+            inside = self._within[(mine, theirs)] = self._sets[mine] <= self._sets[theirs]
+        return inside
 
 
 @dataclass
@@ -94,6 +154,7 @@ class DecideStats:
     largest_model_variables: int = 0
     unproven_refusals: int = 0
     bound_refusals: int = 0  # refusals the bounds proved without a model
+    repairs: int = 0  # admissions found by moving one decided unit (solver.placement.repair)
     build_s: float = 0.0  # wall time building placement models
     solve_s: float = 0.0  # wall time in CP-SAT
 
@@ -112,6 +173,11 @@ class Decider:
         self.budget = budget
         self.stats = DecideStats()
         self.bounds = RoomBounds(problem)
+        # Requests a repair found no room for, since `ledger.moves` last changed: with only
+        # more admitted since, a request no smaller is not tried again.
+        self._unrepaired = NoRoomMemo()
+        self._unrepaired_at = -1
+        self._repair_ranks: dict[UnitKey, tuple[int, int] | None] = {}
 
     def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
@@ -129,7 +195,7 @@ class Decider:
         ledger = _ledger(self.problem, plan, {i for i in plan.admitted if i < first})
         for queue, items, _ in ledger.units().values():
             self.bounds.admit(queue, items)
-        shapes: NoRoomMemo = {}
+        shapes = NoRoomMemo()
         contested = set(outcome.contested)
         # Until a model admits something best-fit could not, the walk repeats the best-fit
         # pass exactly, so its admissions and refusals are taken as they are.
@@ -197,6 +263,12 @@ class Decider:
         if not self._may_fit(items, clusters):
             checked: Plan | Refusal = capped or NO_ROOM
             proven = True
+        elif (
+            not capped
+            and not self.budget.exhausted()
+            and self._repaired(ledger, action, items, clusters)
+        ):
+            return ledger
         elif self.budget.exhausted():
             # Past the time limit best-fit has the last word; "no room" is said only where a
             # bound proves it (the flows too cost time in proportion to the line: D154).
@@ -206,11 +278,52 @@ class Decider:
             checked, proven = capped or NO_ROOM, True
         else:
             checked, proven = self._check(ledger, action, items, clusters, capped)
-        if isinstance(checked, Refusal):
-            shape = _shape(action.queue, items)
-            if shape is not None and checked.reason is WaitReason.CLUSTER_ROOM:
-                shapes.setdefault(shape[0], []).append((shape[1], proven))
+        if isinstance(checked, Refusal) and checked.reason is WaitReason.CLUSTER_ROOM:
+            shapes.add(action.queue, items, proven)
         return checked
+
+    def _repaired(
+        self, ledger: Plan, action: ActionInfo, items: list[Item], clusters: list[int]
+    ) -> bool:
+        """Admit `action` after moving a decided unit out of its way, if that makes room
+        (solver.placement.repair): counted work, with no model and no budget."""
+        if ledger.moves != self._unrepaired_at:
+            self._unrepaired = NoRoomMemo()  # a unit moved: room came back somewhere
+            self._unrepaired_at = ledger.moves
+        if self._unrepaired.find(action.queue, items) is not None:
+            return False
+        found = repair(
+            ledger,
+            action.queue,
+            items,
+            ledger.charge_of(action),
+            clusters,
+            self._repair_rank,
+        )
+        if found is None:
+            self._unrepaired.add(action.queue, items, proven=False)
+            return False
+        self.stats.repairs += 1
+        for key, placement in found.moves:
+            ledger.move(key, placement)
+        self._admit(ledger, action, found.placement)
+        return True
+
+    def _repair_rank(self, key: UnitKey) -> tuple[int, int] | None:
+        """A unit's size (GPUs, then CPU) for a repair to try the smallest first; None when its
+        charges depend on where it lands (untyped GPUs under a device cap): it never moves."""
+        if key not in self._repair_ranks:
+            kind, index = key
+            unit = self.problem.envs[index] if kind == "env" else self.problem.actions[index]
+            self._repair_ranks[key] = (
+                None
+                if self._meets_device_caps(unit.queue, unit.items)
+                else (
+                    sum(int(item.request[GPU_DIM]) for item in unit.items),
+                    sum(int(item.request[CPU_DIM]) for item in unit.items),
+                )
+            )
+        return self._repair_ranks[key]
 
     def _admit(self, ledger: Plan, action: ActionInfo, placement: NodeAssignment | None) -> None:
         """Admit `action` into the ledger, and count what it places in the bounds."""
@@ -265,10 +378,8 @@ class Decider:
             hard = ledger.refusal(action, device_caps=False)
             if hard is not None:
                 return hard
-        shape = _shape(action.queue, ledger.items_to_place(action))
-        if shape is None:
-            return None
-        proven = _dominated(infeasible_shapes.get(shape[0], []), shape[1])
+        items = ledger.items_to_place(action)
+        proven = infeasible_shapes.find(action.queue, items) if items else None
         if proven is None:
             return None
         if not proven:
@@ -466,37 +577,13 @@ def placement_in(plan: Plan, action: ActionInfo, target: Plan) -> NodeAssignment
     return placement
 
 
-def _shape(queue: int, items: list[Item]) -> tuple[tuple, tuple[int, ...]] | None:
-    """A key under which a request no smaller than one that found no room finds none either.
+def _kind(queue: int, items: list[Item]) -> tuple:
+    """Requests that may cover one another: containers of the same devices, typed or not.
 
-    `items` are what admitting the action places: its own containers, or the replicas of the
-    reusable pool it starts (every action that would start one pool has the same key).
+    Room does not depend on the queue, except where untyped GPUs meet its device caps.
     """
-    if not items:
-        return None
-    # Room does not depend on the queue, except where untyped GPUs meet its device caps.
-    key = (
-        queue if any(item.untyped for item in items) else None,
-        tuple(
-            (item.device, item.untyped, tuple(sorted((c, tuple(p)) for c, p in item.pools.items())))
-            for item in items
-        ),
-    )
-    return key, tuple(int(v) for item in items for v in item.request)
-
-
-def _dominated(
-    smaller_failures: list[tuple[tuple[int, ...], bool]], request: tuple[int, ...]
-) -> bool | None:
-    """Whether a request no larger found no room: None if none did, else whether one of
-    them was proven (then this one is proven too)."""
-    found: bool | None = None
-    for small, proven in smaller_failures:
-        if all(r >= s for r, s in zip(request, small, strict=True)):
-            if proven:
-                return True
-            found = False
-    return found
+    untyped = any(item.untyped for item in items)
+    return (queue if untyped else None, tuple((item.device, item.untyped) for item in items))
 
 
 def _size(units: list[Unit], ledger: Plan, scope: Scope | None) -> int:

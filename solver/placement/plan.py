@@ -65,6 +65,7 @@ class Plan:
         self.admitted: dict[int, NodeAssignment | None] = {}  # None: joined a pool, nothing placed
         self.env_started: dict[int, NodeAssignment] = {}
         self.pool_units: dict[int, set[UnitKey]] = {}  # who this tick placed work in a pool
+        self.node_units: dict[Spot, set[UnitKey]] = {}  # and on a node
         self.pool_top: dict[int, tuple[int, str]] = {}  # highest queue priority placed there
         self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
         for pool in problem.pools:
@@ -222,7 +223,7 @@ class Plan:
         failed = self.no_fit.get(shape)
         if failed is not None and (failed <= wanted).all(axis=1).any():
             return None
-        placement = self._best_placement(action, items)
+        placement = self.best_placement(action.queue, items, self.charge_of(action))
         if placement is None:
             if failed is None:
                 self.no_fit[shape] = wanted[None, :]
@@ -230,7 +231,12 @@ class Plan:
                 self.no_fit[shape] = np.vstack([failed, wanted])
         return placement
 
-    def _best_placement(self, action: ActionInfo, items: list[Item]) -> NodeAssignment | None:
+    def best_placement(
+        self, queue_index: int, items: list[Item], charge: ResourceVector
+    ) -> NodeAssignment | None:
+        """Best-fit of a unit's containers on the room left now, not asking the memo of
+        requests that found none (`charge`: what the unit adds to its queue's device caps
+        besides the untyped GPUs it lands)."""
         # Clusters where every container has a pool with a node big enough: a cheap first cut.
         # The pools passing it are the only ones the nodes are searched in.
         clusters: set[int] | None = None
@@ -245,9 +251,7 @@ class Plan:
         assert clusters is not None
         load = (lambda c: c) if self.first_fit else (lambda c: (self.loads[c], c))
         for cluster in sorted(clusters, key=load):
-            spots = self._fit_in_cluster(
-                items, roomy, cluster, action.queue, self.charge_of(action)
-            )
+            spots = self._fit_in_cluster(items, roomy, cluster, queue_index, charge)
             if spots is not None:
                 return NodeAssignment(cluster, spots)
         return None
@@ -384,6 +388,7 @@ class Plan:
         new.admitted = dict(self.admitted)
         new.env_started = dict(self.env_started)
         new.pool_units = {p: set(keys) for p, keys in self.pool_units.items()}
+        new.node_units = {spot: set(keys) for spot, keys in self.node_units.items()}
         new.pool_top = dict(self.pool_top)
         new.cluster_used = self.cluster_used.copy()
         new.loads = self.loads.copy()
@@ -407,9 +412,7 @@ class Plan:
             freed = was.used - pool.used[: was.max_nodes]
             fresh = pool.room - pool.used[was.max_nodes :]
             self.free[p] = np.concatenate([self.free[p] + freed, fresh])
-            self.opened[p] = np.concatenate(
-                [self.opened[p], np.zeros(len(fresh), dtype=np.bool_)]
-            )
+            self.opened[p] = np.concatenate([self.opened[p], np.zeros(len(fresh), dtype=np.bool_)])
             more = (freed.sum(axis=0) + fresh.sum(axis=0)) * pool.declared
             self.cluster_used[pool.cluster] -= freed.sum(axis=0) * pool.declared
             self.class_free[pool.device or ""] += more
@@ -436,9 +439,7 @@ class Plan:
                 usage.held = usage.held + delta + queue.held
             if queue.active_runs != was_queue.active_runs:
                 usage.runs = set(queue.active_runs) | {
-                    problem.actions[i].run
-                    for i in self.admitted
-                    if problem.actions[i].queue == q
+                    problem.actions[i].run for i in self.admitted if problem.actions[i].queue == q
                 }
         self.landing = self.landing.rebased(problem, gained)
         self._set_load_dims()
@@ -519,6 +520,7 @@ class Plan:
                 self.class_free[pool.device or ""] -= held
                 self.opened[p][slot] = True
                 self.pool_units.setdefault(p, set()).add(key)
+                self.node_units.setdefault((p, slot), set()).add(key)
                 if p not in self.pool_top or self.pool_top[p][0] < queue.priority:
                     self.pool_top[p] = (queue.priority, queue.name)
             else:
@@ -526,9 +528,19 @@ class Plan:
                 self.cluster_used[pool.cluster] -= held
                 self.class_free[pool.device or ""] += held
                 self.pool_units.get(p, set()).discard(key)
+                self.node_units.get((p, slot), set()).discard(key)
                 self.no_fit.clear()  # room came back: what failed may fit now
         for cluster in touched:
             self._update_load(cluster)
+        for p in {p for p, _ in placement.spots}:
+            self.max_free[p] = self.free[p].max(axis=0)
+
+    def hold(self, items: list[Item], placement: NodeAssignment, sign: int) -> None:
+        """Take (sign +1) or give back (-1) the nodes' room of `items` at `placement`, and
+        nothing else the plan keeps: a trial placement (solver.placement.repair), undone by
+        the opposite sign, never an admission or a move."""
+        for item, (p, slot) in zip(items, placement.spots, strict=True):
+            self.free[p][slot] -= sign * item.request
         for p in {p for p, _ in placement.spots}:
             self.max_free[p] = self.free[p].max(axis=0)
 
@@ -549,6 +561,7 @@ class Plan:
                 slots.append(slot)
                 requests.append(item.request)
                 self.pool_units.setdefault(p, set()).add(key)
+                self.node_units.setdefault((p, slot), set()).add(key)
                 if p not in self.pool_top or self.pool_top[p][0] < queue.priority:
                     self.pool_top[p] = (queue.priority, queue.name)
         if not pools:

@@ -140,7 +140,7 @@ def resume(
         if i not in absent and line.queues[line.actions[i].queue].strict:
             heads.setdefault(line.actions[i].queue, i)
     refusals: dict[int, Refusal] = {}
-    shapes: NoRoomMemo = {}
+    shapes = NoRoomMemo()
     # Nodes with less room than the tick left them at this point of the line: where the walk
     # placed what the tick did not (None once the model has moved work: anywhere).
     dirty: set[Spot] | None = set()

@@ -27,7 +27,7 @@ from models.result import TickResult
 from solver import TickOptions, tick
 
 SCALE = Scale("m/5", pending=2_000, running=200, queues=10, clusters=3, pools=20)
-OPTIONS = TickOptions(time_limit_s=0.1)
+OPTIONS = TickOptions(time_limit_s=0.05)
 BUSY_PROCESSES = 2  # the machine's two cores
 
 

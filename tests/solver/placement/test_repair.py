@@ -1,0 +1,56 @@
+"""Room best-fit cannot find, found by moving decided admissions out of the way
+(solver.placement.repair): real admissions without a model, the oracle's answer."""
+
+from __future__ import annotations
+
+from models.snapshot import Snapshot
+from solver import TickOptions, tick
+from tests.support.builders import SnapshotBuilder
+from tests.support.oracle import decide
+
+H100 = {"cpu": "96", "memory": "1Ti", "accelerator": "H100", "accelerators": 8}
+
+
+def _line(waiting: list[tuple[str, int, dict[str, str] | None]]) -> Snapshot:
+    """Two one-node H100 pools, `x` (labelled, listed first) and `y`, and the line in order."""
+    builder = (
+        SnapshotBuilder()
+        .queue("q", scheduling="greedy_capacity")
+        .cluster("east")
+        .pool("x", **H100, labels={"only": "x"})
+        .pool("y", **H100)
+    )
+    for action_id, gpus, selector in waiting:
+        builder = builder.queued(action_id, queue="q", gpu=f"H100:{gpus}", selector=selector)
+    return builder.build()
+
+
+def test_one_admission_moved_elsewhere_makes_room_without_a_model() -> None:
+    # Best-fit puts a (6) on the first pool's node; b (4) can only use that pool, and finds
+    # 2 GPUs there. Moving a to pool y gives b its room: the oracle admits both.
+    snapshot = _line([("a", 6, None), ("b", 4, {"only": "x"})])
+    result = tick(snapshot, TickOptions())
+    assert [s.action for s in result.scheduled] == decide(snapshot).admitted == ["a", "b"]
+    placed = {s.action: s.containers[0].node_pool for s in result.scheduled}
+    assert placed == {"a": "y", "b": "x"}
+    assert result.solver.model_solves == 0
+    assert result.solver.status.value == "optimal"
+
+
+def test_two_admissions_moved_off_one_node_make_room_without_a_model() -> None:
+    # a (4) and b (4) fill pool x's node; c (8) may only use pool x, and neither move alone
+    # makes room for it: moving both to pool y does.
+    snapshot = _line([("a", 4, None), ("b", 4, None), ("c", 8, {"only": "x"})])
+    result = tick(snapshot, TickOptions())
+    assert [s.action for s in result.scheduled] == decide(snapshot).admitted == ["a", "b", "c"]
+    placed = {s.action: s.containers[0].node_pool for s in result.scheduled}
+    assert placed == {"a": "y", "b": "y", "c": "x"}
+    assert result.solver.model_solves == 0
+
+
+def test_no_repair_when_the_time_limit_is_spent() -> None:
+    # A repair starts only while the time limit has some left: past it, best-fit decides.
+    snapshot = _line([("a", 6, None), ("b", 4, {"only": "x"})])
+    result = tick(snapshot, TickOptions(time_limit_s=1e-9))
+    assert [s.action for s in result.scheduled] == ["a"]
+    assert result.solver.limit_hit
