@@ -113,7 +113,7 @@ class Replayer:
         if self._answers is None:
             self._answers = dict(state.answers)
         changed = apply_changes(self.snapshot, self.action_id, changes)
-        patched = patch(state, self.snapshot, changed, self.action_id, changes)
+        patched = patch(state, self.snapshot, changed, self.action_id, changes, ahead_only=True)
         self.replays += 1
         target = patched.target
         touched = touches(patched, target)
