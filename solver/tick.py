@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from models.result import SolverInfo, SolverStatus, TickResult
 from models.snapshot import Snapshot
 from solver.placement.best_fit import best_fit_pass, over_depth, strict_heads
-from solver.placement.decide import Decider, ModelCheckBudget
+from solver.placement.decide import Decider, ModelAnswers, ModelCheckBudget
 from solver.placement.decode import decode
 from solver.placement.failfast import fail_fast
 from solver.placement.plan import Plan
@@ -50,28 +50,41 @@ def tick(
     """Decide one tick: which pending actions run now, where, and why the others do not.
     `kept` carries compiled work from one tick of a simulation to the next
     (solver.placement.problem.CompileCache)."""
-    return tick_with_state(snapshot, options, kept)[0]
+    return _collecting_later(snapshot, options, kept, None)[0]
 
 
 def tick_with_state(
     snapshot: Snapshot, options: TickOptions | None = None, kept: CompileCache | None = None
 ) -> tuple[TickResult, TickState]:
     """The tick, and its compiled problem and decisions to resume from
-    (solver.placement.resume: explanations prove their suggestions that way)."""
+    (solver.placement.resume: explanations prove their suggestions that way), with the
+    answers of its placement models, which a resumed tick meets again."""
+    return _collecting_later(snapshot, options, kept, {})
+
+
+def _collecting_later(
+    snapshot: Snapshot,
+    options: TickOptions | None,
+    kept: CompileCache | None,
+    answers: ModelAnswers | None,
+) -> tuple[TickResult, TickState]:
     # A tick makes many short-lived objects and no cycles worth collecting; without this the
     # collector walks the snapshot's large object graph again and again (measured: up to 15%
     # of a 10,000-action tick).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _tick(snapshot, options or TickOptions(), kept)
+        return _tick(snapshot, options or TickOptions(), kept, answers)
     finally:
         if collecting:
             gc.enable()
 
 
 def _tick(
-    snapshot: Snapshot, options: TickOptions, kept: CompileCache | None
+    snapshot: Snapshot,
+    options: TickOptions,
+    kept: CompileCache | None,
+    answers: ModelAnswers | None,
 ) -> tuple[TickResult, TickState]:
     started = time.perf_counter()
     phases: dict[str, float] = {}
@@ -93,7 +106,7 @@ def _tick(
     lap("best_fit")
     guard = None if options.wall_guard_s is None else started + options.wall_guard_s
     budget = ModelCheckBudget(options.time_limit_s, options.seed, guard)
-    decider = Decider(problem, failures, deep, budget)
+    decider = Decider(problem, failures, deep, budget, answers)
     if options.first_fit:
         refusals = outcome.refusals
     else:
@@ -155,7 +168,7 @@ def _tick(
         quota=quota,
         solver=solver,
     )
-    return result, TickState(problem, failures, plan, refusals)
+    return result, TickState(problem, failures, plan, refusals, answers or {})
 
 
 def _gpus(problem: Problem, plan: Plan) -> int:

@@ -49,10 +49,16 @@ class Patched:
 
 
 def patch(
-    state: TickState, snapshot: Snapshot, changed: Snapshot, action_id: str, changes: list[Change]
+    state: TickState,
+    snapshot: Snapshot,
+    changed: Snapshot,
+    action_id: str,
+    changes: list[Change],
+    ahead_only: bool = False,
 ) -> Patched:
     """`state.problem` as `compile_snapshot(changed)` would compile it (`changed`: `snapshot`
-    with `changes` applied), with the same indices."""
+    with `changes` applied), with the same indices; with `ahead_only`, the actions behind
+    the explained one left as they were (a proof decides nothing behind it)."""
     base = state.problem
     queues = list(base.queues)
     pools = list(base.pools)
@@ -136,8 +142,11 @@ def patch(
         _base_fit={},
         _full_scale={},
     )
-    found.problem = match_pools_again(problem, rematch) if rematch else problem
-    if any(c.kind is ChangeKind.ROUTE_TO_QUEUE for c in changes):
+    routed = any(c.kind is ChangeKind.ROUTE_TO_QUEUE for c in changes)
+    # A routed action moves in the line, maybe back: then every action is matched again.
+    upto = target.index + 1 if ahead_only and not routed else None
+    found.problem = match_pools_again(problem, rematch, upto) if rematch else problem
+    if routed:
         _move(state, snapshot, found)
     return found
 

@@ -50,6 +50,10 @@ MAX_MODEL_SPOTS = 40_000
 SECONDS_PER_DETERMINISTIC = 2.3
 BUILD_SECONDS_PER_MODEL = 1e-3
 BUILD_SECONDS_PER_VARIABLE = 1e-6
+# What one placement model answered (verdict, placements, deterministic seconds, variables),
+# by everything the model is built from and the limit it ran under (`_model_key`): CP-SAT runs
+# on one worker with a fixed seed, so the same model under the same limit answers the same.
+ModelAnswers = dict[tuple, tuple[Feasibility, list[NodeAssignment], float, int]]
 OUT_OF_TIME = Refusal(
     WaitReason.SOLVER_LIMIT,
     "best-fit found no room, and the tick's time limit ran out before repacking could settle it",
@@ -155,6 +159,7 @@ class DecideStats:
     unproven_refusals: int = 0
     bound_refusals: int = 0  # refusals the bounds proved without a model
     repairs: int = 0  # admissions found by moving one decided unit (solver.placement.repair)
+    reused_answers: int = 0  # models not solved again: the same one had answered before
     build_s: float = 0.0  # wall time building placement models
     solve_s: float = 0.0  # wall time in CP-SAT
 
@@ -166,11 +171,15 @@ class Decider:
         failures: dict[int, Failure],
         over_depth: set[int],
         budget: ModelCheckBudget,
+        answers: ModelAnswers | None = None,
     ) -> None:
+        """`answers`: models solved before, shared by the walks that may meet the same model
+        again (the resumed ticks of one explanation); filled as models are solved."""
         self.problem = problem
         self.failures = failures
         self.over_depth = over_depth
         self.budget = budget
+        self.answers = answers
         self.stats = DecideStats()
         self.bounds = RoomBounds(problem)
         # Requests a repair found no room for, since `ledger.moves` last changed: with only
@@ -492,24 +501,18 @@ class Decider:
             return None, True
         if _size(model_units, ledger, scope) > MAX_MODEL_SPOTS:
             return None, False
-        mark = time.perf_counter()
-        model = PlacementModel(self.problem, model_units, free, ledger.opened, device_room, scope)
-        self.stats.build_s += time.perf_counter() - mark
-        self.stats.largest_model_variables = max(
-            self.stats.largest_model_variables, model.num_variables
-        )
         limit = self.budget.time_limit_s - self.budget.spent
         if scope is not None:
             limit = min(limit, LOCAL_CHECK_LIMIT_S)
-        # Building is charged by size, so the budget stays deterministic and still counts it.
-        self.budget.spent += (
-            BUILD_SECONDS_PER_MODEL + model.num_variables * BUILD_SECONDS_PER_VARIABLE
+        run = (limit / SECONDS_PER_DETERMINISTIC, self.budget.seed)
+        status, placements, spent, variables = self._answer(
+            model_units, free, ledger, device_room, scope, run
         )
-        mark = time.perf_counter()
-        status, placements, spent = model.solve(limit / SECONDS_PER_DETERMINISTIC, self.budget.seed)
-        self.stats.solve_s += time.perf_counter() - mark
+        self.stats.largest_model_variables = max(self.stats.largest_model_variables, variables)
+        # Building is charged by size, so the budget stays deterministic and still counts it;
+        # an answer reused is charged as if the model were built and solved again.
+        self.budget.spent += BUILD_SECONDS_PER_MODEL + variables * BUILD_SECONDS_PER_VARIABLE
         self.budget.spent += spent * SECONDS_PER_DETERMINISTIC
-        self.stats.model_solves += 1
         if status is Feasibility.FEASIBLE:
             *moved, placed = placements
             for unit, placement in zip(model_units[:-1], moved, strict=True):
@@ -522,6 +525,39 @@ class Decider:
         if status is Feasibility.UNKNOWN and scope is None:
             self.budget.limit_hit = True
         return None, status is Feasibility.INFEASIBLE and exact
+
+    def _answer(
+        self,
+        model_units: list[Unit],
+        free: list[np.ndarray],
+        ledger: Plan,
+        device_room: dict[tuple[int, str], int],
+        scope: Scope | None,
+        run: tuple[float, int],
+    ) -> tuple[Feasibility, list[NodeAssignment], float, int]:
+        """The model's verdict, placements, deterministic seconds and size: as `answers`
+        has them when this very model ran so before, else built and solved (`run`: its
+        deterministic limit and seed)."""
+        key = None
+        if self.answers is not None:
+            key = _model_key(
+                self.problem, model_units, free, ledger.opened, device_room, scope, run
+            )
+            known = self.answers.get(key)
+            if known is not None:
+                self.stats.reused_answers += 1
+                return known
+        mark = time.perf_counter()
+        model = PlacementModel(self.problem, model_units, free, ledger.opened, device_room, scope)
+        self.stats.build_s += time.perf_counter() - mark
+        mark = time.perf_counter()
+        status, placements, spent = model.solve(*run)
+        self.stats.solve_s += time.perf_counter() - mark
+        self.stats.model_solves += 1
+        answer = (status, placements, spent, model.num_variables)
+        if key is not None and self.answers is not None:
+            self.answers[key] = answer
+        return answer
 
     def _may_fit(self, items: list[Item], clusters: list[int]) -> bool:
         """A necessary bound: every container fits some node once this tick's work is gone."""
@@ -584,6 +620,37 @@ def _kind(queue: int, items: list[Item]) -> tuple:
     """
     untyped = any(item.untyped for item in items)
     return (queue if untyped else None, tuple((item.device, item.untyped) for item in items))
+
+
+def _model_key(
+    problem: Problem,
+    units: list[Unit],
+    free: list[np.ndarray],
+    opened: list[np.ndarray],
+    device_room: dict[tuple[int, str], int],
+    scope: Scope | None,
+    run: tuple[float, int],
+) -> tuple:
+    """Everything PlacementModel reads to build a model of `units`, and how it is run (the
+    deterministic limit and the seed): equal keys, equal models, equal answers."""
+    pools: set[int] = set()
+    parts: list[object] = [scope, run, tuple(sorted(device_room.items()))]
+    for unit in units:
+        items = []
+        for item in unit.items:
+            eligible = tuple(sorted((c, tuple(p)) for c, p in item.pools.items()))
+            items.append((item.request.tobytes(), item.gpus, item.device, eligible))
+            pools.update(p for _, eligible_pools in eligible for p in eligible_pools)
+        routed = tuple(problem.queues[unit.queue].clusters)
+        parts.append((unit.key, unit.queue, routed, tuple(items), unit.hint))
+    for p in sorted(pools):
+        if scope is None or p in scope.pools:
+            pool = problem.pools[p]
+            parts.append(
+                (p, pool.cluster, pool.device, pool.room.tobytes(), free[p].tobytes(),
+                 opened[p].tobytes())
+            )  # fmt: skip
+    return tuple(parts)
 
 
 def _size(units: list[Unit], ledger: Plan, scope: Scope | None) -> int:

@@ -312,43 +312,48 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
     )
 
 
-def match_pools_again(problem: Problem, queues: set[int]) -> Problem:
+def match_pools_again(problem: Problem, queues: set[int], upto: int | None = None) -> Problem:
     """`problem` with the containers of these queues' pending actions and environments
     matched again to its node pools: after pools were added to it (at the end, so the pools
-    of every item keep their indices), as compile_snapshot would match them."""
+    of every item keep their indices), as compile_snapshot would match them. With `upto`,
+    only the actions ahead of that position (a line that ends there)."""
     matcher = _PoolMatcher(problem.pools, len(problem.dims))
-    # Containers of one shape share their request array (_ItemMaker), so it keys the shape.
-    known: dict[tuple[int, int, int, str | None], tuple[dict[int, list[int]], np.ndarray]] = {}
+    # What matching reads of a container (and its queue): equal keys, equal pools.
+    Key = tuple[int, bytes, str | None, int, tuple[tuple[str, str], ...]]
 
-    def again(items: list[Item], queue: QueueInfo) -> list[Item] | None:
-        matched = []
-        for item in items:
-            key = (queue.index, id(item.request), id(item.selector), item.device)
-            pools = known.get(key)
-            if pools is None:
-                probe = replace(item)  # the matcher sets what it finds on the item it is given
-                matcher.match([(probe, queue)])
-                pools = known[key] = (probe.pools, probe.all_pools)
-            matched.append(pools)
-        if all(np.array_equal(m[1], i.all_pools) for m, i in zip(matched, items, strict=True)):
-            return None
-        return [
-            replace(item, pools=pools, all_pools=flat)
-            for item, (pools, flat) in zip(items, matched, strict=True)
-        ]
+    def key(item: Item, queue: int) -> Key:
+        selector = tuple(sorted(item.selector.items()))
+        return (queue, item.request.tobytes(), item.device, item.gpus, selector)
 
     actions = list(problem.actions)
-    for n, action in enumerate(actions):
-        if action.queue in queues and action.items:
-            items = again(action.items, problem.queues[action.queue])
-            if items is not None:
-                actions[n] = replace(action, items=items)
     envs = list(problem.envs)
-    for n, env in enumerate(envs):
-        if env.queue in queues and env.items:
-            items = again(env.items, problem.queues[env.queue])
-            if items is not None:
-                envs[n] = replace(env, items=items)
+    owners: list[ActionInfo | EnvInfo] = [
+        *(a for a in actions[:upto] if a.queue in queues and a.items),
+        *(e for e in envs if e.queue in queues and e.items),
+    ]
+    # Each shape once, all at once: the matcher tests a block of shapes in one numpy call.
+    probes: dict[Key, Item] = {}
+    was: dict[Key, np.ndarray] = {}  # the pools the shape matched before
+    for owner in owners:
+        for item in owner.items:
+            shape = key(item, owner.queue)
+            if shape not in probes:
+                probes[shape] = replace(item)  # the matcher sets what it finds on the item
+                was[shape] = item.all_pools
+    matcher.match([(probe, problem.queues[k[0]]) for k, probe in probes.items()])
+    gained = {k for k, probe in probes.items() if not np.array_equal(probe.all_pools, was[k])}
+    for owner in owners:
+        shapes = [key(item, owner.queue) for item in owner.items]
+        if gained.isdisjoint(shapes):
+            continue
+        items = [
+            replace(item, pools=probes[k].pools, all_pools=probes[k].all_pools)
+            for item, k in zip(owner.items, shapes, strict=True)
+        ]
+        if isinstance(owner, ActionInfo):
+            actions[owner.index] = replace(owner, items=items)
+        else:
+            envs[owner.index] = replace(owner, items=items)
     return replace(problem, actions=actions, envs=envs, _base_fit={}, _full_scale={})
 
 

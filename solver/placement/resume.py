@@ -33,7 +33,13 @@ import numpy as np
 from models.errors import ErrorCode
 from models.result import WaitReason
 from solver.placement.best_fit import over_depth
-from solver.placement.decide import Decider, ModelCheckBudget, NoRoomMemo, placement_in
+from solver.placement.decide import (
+    Decider,
+    ModelAnswers,
+    ModelCheckBudget,
+    NoRoomMemo,
+    placement_in,
+)
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal, Spot
 from solver.placement.problem import ActionInfo, Problem
@@ -50,6 +56,7 @@ class TickState:
     failures: dict[int, Failure]
     plan: Plan  # the tick's answer: admissions where it put them
     refusals: dict[int, Refusal]  # every pending action neither admitted nor failed
+    answers: ModelAnswers = field(default_factory=dict)  # its placement models' (Decider)
     _ledgers: dict[int, Plan] = field(default_factory=dict)
 
     def ledger_at(self, start: int, absent: frozenset[int] = frozenset()) -> Plan:
@@ -95,6 +102,7 @@ def resume(
     compiled: frozenset[int] = frozenset(),
     room_touched: Callable[[ActionInfo], bool] | None = None,
     arrived: frozenset[int] = frozenset(),
+    answers: ModelAnswers | None = None,
 ) -> Resumed:
     """Decide positions `start`..`stop` of `changed` (the tick's problem with a change made:
     same actions at the same positions, pools and queues at the same indices) as a whole
@@ -110,6 +118,8 @@ def resume(
     limits, and room only shrinks as the walk admits more). `arrived` are positions an
     action was moved to (routed to a queue of another priority): what the tick decided there
     was another action's, so they are decided afresh (they must be `touched` and `compiled`).
+    `answers` are placement models solved before (Decider): by the tick, and by the other
+    walks of one explanation, which meet many of the same models again.
     """
     room_touched = room_touched or touched
     line = replace(changed, actions=changed.actions[: stop + 1], _base_fit={}, _full_scale={})
@@ -132,7 +142,7 @@ def resume(
     # count skips what it is given as failed).
     deep = over_depth(line, failures | dict.fromkeys(absent, TAKEN_OUT))
     ledger = state.ledger_at(start, absent).fork(line)
-    decider = Decider(line, failures, deep, ModelCheckBudget(time_limit_s, seed))
+    decider = Decider(line, failures, deep, ModelCheckBudget(time_limit_s, seed), answers)
     heads: dict[int, int] = {}
     for i in sorted(state.refusals):
         if i >= start:

@@ -19,11 +19,13 @@ from models.explanation import Change, ChangeKind
 from models.snapshot import ActionState, Scheduling, Snapshot
 from solver import tick
 from solver.explain.changes import FINISH_ACTIONS, apply_changes
-from solver.explain.patch import patch, reaches_room, touches
-from solver.placement.resume import first_touched, resume
+from solver.explain.patch import Patched, patch, reaches_room, touches
+from solver.placement.decide import ModelAnswers
+from solver.placement.problem import compile_snapshot
+from solver.placement.resume import Resumed, TickState, first_touched, resume
 from solver.tick import tick_with_state
 from tests.support.explain import OPTIONS
-from tests.support.generate import SMALL, Size, random_snapshot
+from tests.support.generate import PACKING, SMALL, Size, random_snapshot
 
 DOZEN = Size(queued=12, nodes=6, running=4)
 FLEETS = 120
@@ -128,4 +130,69 @@ def test_the_resumed_tick_decides_what_a_whole_tick_of_the_changed_snapshot_does
                 f" {sorted(scheduled)}, the whole tick {sorted(want)}"
             )
     assert failures == [], "\n".join(failures[:10])
+    assert checked > FLEETS // 3
+
+
+def _resumed(state: TickState, patched: Patched, answers: ModelAnswers | None) -> Resumed:
+    last = len(patched.problem.actions) - 1
+    touched = touches(patched, last)
+    start = min(last, first_touched(state, touched, patched.absent, patched.hurts))
+    return resume(state, patched.problem, start, last, touched, patched.absent,
+                  OPTIONS.time_limit_s, OPTIONS.seed, compiled=frozenset(patched.actions),
+                  room_touched=reaches_room(patched), answers=answers)  # fmt: skip
+
+
+def test_models_answered_before_give_the_walk_the_answers_it_would_find() -> None:
+    """A walk that takes its placement models' answers from the tick and from earlier walks
+    (Decider answers) decides what the same walk solving every model decides."""
+    compared = 0
+    for seed in range(FLEETS):
+        rng = random.Random(seed)
+        snapshot = random_snapshot(rng, PACKING)
+        queued = [a.id for a in snapshot.actions if a.state is ActionState.QUEUED]
+        change = _change(rng, snapshot, queued[-1]) if queued else None
+        if change is None or change.kind is ChangeKind.ROUTE_TO_QUEUE:
+            continue
+        _, state = tick_with_state(snapshot, OPTIONS)
+        changed = apply_changes(snapshot, queued[-1], [change])
+        patched = patch(state, snapshot, changed, queued[-1], [change])
+        solved = _resumed(state, patched, None)
+        answers = dict(state.answers)
+        for _ in range(2):  # the second walk meets only models answered before
+            reused = _resumed(state, patched, answers)
+            assert reused.plan.admitted == solved.plan.admitted, f"seed {seed}"
+            assert reused.refusals == solved.refusals, f"seed {seed}"
+        compared += bool(answers)
+    assert compared > 0  # some walks met placement models at all
+
+
+def test_a_proof_matches_containers_to_a_copied_pool_as_a_whole_compile_does() -> None:
+    """Patched for a proof (`ahead_only`), the line up to the explained action has the pools
+    a compile of the changed snapshot gives each container."""
+    checked = 0
+    for seed in range(FLEETS):
+        rng = random.Random(seed)
+        snapshot = random_snapshot(rng, DOZEN)
+        queued = [a.id for a in snapshot.actions if a.state is ActionState.QUEUED]
+        if not queued or not snapshot.clusters:
+            continue
+        target = rng.choice(queued)
+        like, cluster = rng.choice(snapshot.clusters), rng.choice(snapshot.clusters)
+        donor = rng.choice(like.node_pools)
+        change = Change(kind=ChangeKind.ADD_POOL, cluster=cluster.name,
+                        node_pool=f"{donor.name}-copy", like=f"{like.name}/{donor.name}",
+                        value=2)  # fmt: skip
+        _, state = tick_with_state(snapshot, OPTIONS)
+        changed = apply_changes(snapshot, target, [change])
+        patched = patch(state, snapshot, changed, target, [change], ahead_only=True)
+        whole = compile_snapshot(changed)
+        names = [(whole.cluster_names[p.cluster], p.name) for p in whole.pools]
+        mine = [(patched.problem.cluster_names[p.cluster], p.name) for p in patched.problem.pools]
+        by_id = {a.id: a for a in whole.actions}
+        for action in patched.problem.actions[: patched.target + 1]:
+            for item, want in zip(action.items, by_id[action.id].items, strict=True):
+                assert sorted(mine[p] for p in item.all_pools) == sorted(
+                    names[p] for p in want.all_pools
+                ), f"seed {seed}: {action.id} {item.name}"
+        checked += 1
     assert checked > FLEETS // 3
