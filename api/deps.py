@@ -11,12 +11,13 @@ from urllib.parse import quote
 from fastapi import Depends, Path, Query, Request, Response, status
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AwareDatetime, BaseModel
+from pydantic import BaseModel
 
 from api.auth import Principal
 from api.store.records import Listing, Order, Store
 from api.ticker import TickLoop
 from models.errors import InternalError, InvalidInput, NotFound
+from models.fields import Timestamp
 
 # Path parameters: one alias per resource, so every route that names one describes it alike.
 _MADE_ID = "its submitter's, or the one the server made when none was given"
@@ -120,8 +121,8 @@ async def get_listing(
     page_token: Annotated[
         str | None, Query(description=f"the {NEXT_PAGE_HEADER} header of the previous page")
     ] = None,
-    submitted_after: Annotated[AwareDatetime | None, Query(description="exclusive")] = None,
-    submitted_before: Annotated[AwareDatetime | None, Query(description="exclusive")] = None,
+    submitted_after: Annotated[Timestamp | None, Query(description="exclusive")] = None,
+    submitted_before: Annotated[Timestamp | None, Query(description="exclusive")] = None,
 ) -> Listing:
     """The page of a listing a request asks for: keyset pagination on arrival order."""
     after = None

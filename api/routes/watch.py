@@ -89,18 +89,38 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
     )
 
 
-EVENT_STREAM: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "Server-sent events; each event's `id` is the tick it reports",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+def event_stream(event: str) -> dict[int | str, dict[str, Any]]:
+    """The 200 response of a stream of `event`s: each event's fields, as OpenAPI describes
+    `text/event-stream` (a schema per event, not one string for the whole stream)."""
+    schema = {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {
+                "type": "string",
+                "enum": [event, "error"],
+                "description": f"`{event}` once per tick; `error` when the stream must end",
+            },
+            "id": {"type": "string", "description": "the tick the event reports"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "description": f"`{event}`: as described above; `error`: the error body, last",
+            },
+        },
     }
-}
+    return {
+        200: {
+            "description": "Server-sent events; each event's `id` is the tick it reports",
+            "content": {"text/event-stream": {"schema": schema}},
+        }
+    }
 
 
 @router.get(
     "/queues/{name}",
     response_class=StreamingResponse,
-    responses={**EVENT_STREAM, **error_responses(404, 429)},
+    responses={**event_stream("queue"), **error_responses(404, 429)},
 )
 async def watch_queue(
     name: QueueName,
@@ -123,16 +143,16 @@ async def watch_queue(
 
 
 @router.get(
-    "/queues", response_class=StreamingResponse, responses={**EVENT_STREAM, **error_responses(429)}
+    "/queues",
+    response_class=StreamingResponse,
+    responses={**event_stream("queues"), **error_responses(429)},
 )
 async def watch_pools(
     store: StoreDep,
     ticker: TickerDep,
     watchers: WatchersDep,
     _: PrincipalDep,
-    pool: Annotated[
-        list[str], Query(default_factory=list, description="all pools when omitted")
-    ],
+    pool: Annotated[list[str], Query(default_factory=list, description="all pools when omitted")],
     limit: Limit = None,
 ) -> StreamingResponse:
     """`event: queues`, data: a list of every live queue's metrics in the pools, per tick.

@@ -69,6 +69,11 @@ def test_listing_filters_and_bad_tokens(svc: Service) -> None:
     assert [a["id"] for a in after] == ["a002", "a003"]
     before = svc.http.get("/actions", params={"submitted_before": middle}).json()
     assert [a["id"] for a in before] == ["a000", "a001"]
+    # The OpenAPI document says date-time: a number is not one (it was read as Unix seconds).
+    for bad in ("0.5", "1700000000", "not-a-time", "9999-01-01T00:00:00Z"):
+        status, body = svc.error("GET", f"/actions?submitted_before={bad}")
+        assert (status, body["code"]) == (400, "INVALID_ARGUMENT"), (bad, body)
+        assert "submitted_before" in body["message"], body
     status, body = svc.error("GET", "/actions?page_token=bm90LWEtdG9rZW4")
     assert (status, body["field"]) == (400, "query.page_token")
     token = svc.http.get("/actions?limit=1&order=desc").headers["Next-Page-Token"]
