@@ -14,6 +14,7 @@ limit does not depend on placement.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -126,33 +127,45 @@ def _in_the_way(
                         blocked.append((float(share[node]), p, node, item))
     blocked.sort(key=lambda b: b[:3])
     for _, p, node, item in blocked[:MAX_NODES]:
-        room = ledger.free[p][node]
-        ranked = sorted(
-            (size, key) for key in ledger.node_units[(p, node)] if (size := rank(key)) is not None
-        )
-        on_node = []
-        for size, key in ranked[:MAX_ON_NODE]:
-            _, unit_items, placement = ledger.unit(key)
-            freed = np.zeros_like(room)
-            for unit_item, spot in zip(unit_items, placement.spots, strict=True):
-                if spot == (p, node):
-                    freed += unit_item.request
-            on_node.append((size, key, freed))
-        for _, key, freed in on_node:
-            if key not in seen and (room + freed >= item.request).all():
-                seen.add(key)
-                if len(singles) < MAX_EJECTIONS:
-                    singles.append((key,))
-        for a, (_, first, freed_a) in enumerate(on_node):
-            for _, second, freed_b in on_node[a + 1 :]:
-                if len(pairs) == MAX_PAIRS:
-                    break
-                if (
-                    not (room + freed_a >= item.request).all()
-                    and not (room + freed_b >= item.request).all()
-                    and (room + freed_a + freed_b >= item.request).all()
-                ):
-                    pairs.append((first, second))
+        keys, freed = _smallest_on_node(ledger, p, node, rank)
+        if not keys:
+            continue
+        # What the node lacks for the container, against what each unit frees by leaving.
+        lacking = item.request - ledger.free[p][node]
+        alone = (freed >= lacking).all(axis=1)
+        for k in np.flatnonzero(alone).tolist():
+            if len(singles) == MAX_EJECTIONS:
+                break
+            if keys[k] not in seen:
+                seen.add(keys[k])
+                singles.append((keys[k],))
+        if len(pairs) < MAX_PAIRS and len(keys) > 1:
+            together = (freed[:, None, :] + freed[None, :, :] >= lacking).all(axis=2)
+            together &= ~alone[:, None] & ~alone[None, :]
+            # In the order of a walk over the pairs (a, b), a before b on the node.
+            firsts, seconds = np.nonzero(np.triu(together, 1))
+            wanted = MAX_PAIRS - len(pairs)
+            for a, b in zip(firsts[:wanted].tolist(), seconds[:wanted].tolist(), strict=True):
+                pairs.append((keys[a], keys[b]))
         if len(singles) == MAX_EJECTIONS and len(pairs) == MAX_PAIRS:
             break
     return singles + pairs
+
+
+def _smallest_on_node(
+    ledger: Plan, p: int, node: int, rank: Callable[[UnitKey], tuple[int, int] | None]
+) -> tuple[list[UnitKey], np.ndarray]:
+    """The MAX_ON_NODE smallest units on a node that a repair may move, by `rank` (then key),
+    and the room each frees there by leaving, one row per unit."""
+    ranked = heapq.nsmallest(
+        MAX_ON_NODE,
+        ((size, key) for key in ledger.node_units[(p, node)] if (size := rank(key)) is not None),
+    )
+    keys = [key for _, key in ranked]
+    freed = np.zeros((len(keys), ledger.free[p].shape[1]), dtype=ledger.free[p].dtype)
+    for row, key in enumerate(keys):
+        _, unit_items, placement = ledger.unit(key)
+        for unit_item, spot in zip(unit_items, placement.spots, strict=True):
+            if spot == (p, node):
+                freed[row] += unit_item.request
+    return keys, freed
