@@ -32,7 +32,7 @@ from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
 from solver.placement.failfast import Failure
 from solver.placement.plan import NodeAssignment, Plan, Refusal, UnitKey
 from solver.placement.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Item, Problem
-from solver.placement.repair import repair
+from solver.placement.repair import MovableUnits, repair
 
 # With this many units or fewer placed this tick, every one of them may move in a check, so
 # the answer is exact; above it, only the units on the nodes the action could use may move.
@@ -187,6 +187,7 @@ class Decider:
         self._unrepaired = NoRoomMemo()
         self._unrepaired_at = -1
         self._repair_ranks: dict[UnitKey, tuple[int, int] | None] = {}
+        self._movable = MovableUnits(self._repair_rank)
 
     def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
@@ -307,7 +308,7 @@ class Decider:
             items,
             ledger.charge_of(action),
             clusters,
-            self._repair_rank,
+            self._movable,
         )
         if found is None:
             self._unrepaired.add(action.queue, items, proven=False)

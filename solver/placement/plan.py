@@ -9,6 +9,7 @@ a candidate for the model, never a verdict).
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +24,9 @@ Spot = tuple[int, int]  # (pool index, node index)
 UnitKey = tuple[str, int]  # ("action", action index) or ("env", environment index)
 NO_FIT_MEMORY = 32  # failed requests remembered per (queue, pool sets); later ones are not
 NO_NODE = np.iinfo(np.int64).max  # more room than any node has: never the tightest
+# Numbers for Plan.node_stamps, never given twice in the process: a plan and its forks each
+# stamp their own changes, so a node of the same stamp in two of them holds the same units.
+_STAMPS = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ class Plan:
         self.env_started: dict[int, NodeAssignment] = {}
         self.pool_units: dict[int, set[UnitKey]] = {}  # who this tick placed work in a pool
         self.node_units: dict[Spot, set[UnitKey]] = {}  # and on a node
+        # Stamped anew whenever a node's units or where they sit change: what is worked out
+        # about a node's units (solver.placement.repair) holds while its stamp does.
+        self.node_stamps: dict[Spot, int] = {}
         self.pool_top: dict[int, tuple[int, str]] = {}  # highest queue priority placed there
         self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
         for pool in problem.pools:
@@ -389,6 +396,7 @@ class Plan:
         new.env_started = dict(self.env_started)
         new.pool_units = {p: set(keys) for p, keys in self.pool_units.items()}
         new.node_units = {spot: set(keys) for spot, keys in self.node_units.items()}
+        new.node_stamps = dict(self.node_stamps)
         new.pool_top = dict(self.pool_top)
         new.cluster_used = self.cluster_used.copy()
         new.loads = self.loads.copy()
@@ -521,6 +529,7 @@ class Plan:
                 self.opened[p][slot] = True
                 self.pool_units.setdefault(p, set()).add(key)
                 self.node_units.setdefault((p, slot), set()).add(key)
+                self.node_stamps[(p, slot)] = next(_STAMPS)
                 if p not in self.pool_top or self.pool_top[p][0] < queue.priority:
                     self.pool_top[p] = (queue.priority, queue.name)
             else:
@@ -529,6 +538,7 @@ class Plan:
                 self.class_free[pool.device or ""] += held
                 self.pool_units.get(p, set()).discard(key)
                 self.node_units.get((p, slot), set()).discard(key)
+                self.node_stamps[(p, slot)] = next(_STAMPS)
                 self.no_fit.clear()  # room came back: what failed may fit now
         for cluster in touched:
             self._update_load(cluster)
@@ -562,6 +572,7 @@ class Plan:
                 requests.append(item.request)
                 self.pool_units.setdefault(p, set()).add(key)
                 self.node_units.setdefault((p, slot), set()).add(key)
+                self.node_stamps[(p, slot)] = next(_STAMPS)
                 if p not in self.pool_top or self.pool_top[p][0] < queue.priority:
                     self.pool_top[p] = (queue.priority, queue.name)
         if not pools:

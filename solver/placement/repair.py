@@ -14,13 +14,14 @@ limit does not depend on placement.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from models.resources import EMPTY, ResourceVector
-from solver.placement.plan import NodeAssignment, Plan, UnitKey
+from solver.placement.plan import NodeAssignment, Plan, Spot, UnitKey
 from solver.placement.problem import Item
 
 # Units tried per repair, the likeliest first: a repair is meant to be cheap next to a model
@@ -32,6 +33,8 @@ MAX_PAIRS = 8
 # smallest first): nodes of small work hold hundreds of units (Alibaba's trace).
 MAX_NODES = 128
 MAX_ON_NODE = 16
+# The pairs (a, b), a before b, of k units on one node, as rows, in the order of a walk.
+_PAIRS = [np.transpose(np.triu_indices(k, 1)) for k in range(MAX_ON_NODE + 1)]
 
 
 @dataclass(frozen=True)
@@ -42,18 +45,53 @@ class Repair:
     placement: NodeAssignment
 
 
+class MovableUnits:
+    """The units a repair may move off each node, the smallest first, and the room each frees
+    there: worked out once a node until its units change (Plan.node_stamps)."""
+
+    def __init__(self, rank: Callable[[UnitKey], tuple[int, int] | None]) -> None:
+        """`rank` orders the units a repair may move (the smallest first), None for one it
+        may not; a unit's rank never changes."""
+        self.rank = rank
+        self._known: dict[Spot, tuple[int, list[UnitKey], np.ndarray]] = {}
+
+    def on_node(self, ledger: Plan, p: int, node: int) -> tuple[list[UnitKey], np.ndarray]:
+        """At most MAX_ON_NODE units of the node, the smallest first (then by key), and what
+        each frees there by leaving, one row a unit."""
+        stamp = ledger.node_stamps.get((p, node), 0)
+        known = self._known.get((p, node))
+        if known is not None and known[0] == stamp:
+            return known[1], known[2]
+        ranked = heapq.nsmallest(
+            MAX_ON_NODE,
+            (
+                (size, key)
+                for key in ledger.node_units[(p, node)]
+                if (size := self.rank(key)) is not None
+            ),
+        )
+        keys = [key for _, key in ranked]
+        freed = np.zeros((len(keys), ledger.free[p].shape[1]), dtype=ledger.free[p].dtype)
+        for row, key in enumerate(keys):
+            _, unit_items, placement = ledger.unit(key)
+            for unit_item, spot in zip(unit_items, placement.spots, strict=True):
+                if spot == (p, node):
+                    freed[row] += unit_item.request
+        self._known[(p, node)] = (stamp, keys, freed)
+        return keys, freed
+
+
 def repair(
     ledger: Plan,
     queue: int,
     items: list[Item],
     charge: ResourceVector,
     clusters: list[int],
-    rank: Callable[[UnitKey], tuple[int, int] | None],
+    movable: MovableUnits,
 ) -> Repair | None:
     """A placement of `items` (a unit of `queue` charging `charge`) after moving one or two
-    decided units, or None when none of those tried makes room. `rank` orders the units a
-    repair may move (the smallest first), None for one it may not."""
-    for group in _in_the_way(ledger, items, clusters, rank):
+    decided units, or None when none of those tried makes room."""
+    for group in _in_the_way(ledger, items, clusters, movable):
         found = _moved_out(ledger, group, queue, items, charge)
         if found is not None:
             return found
@@ -99,15 +137,12 @@ def _in_the_way(
     ledger: Plan,
     items: list[Item],
     clusters: list[int],
-    rank: Callable[[UnitKey], tuple[int, int] | None],
+    movable: MovableUnits,
 ) -> list[tuple[UnitKey, ...]]:
     """Decided units that leave room for one of the containers on a node they sit on, once
     gone: node by node, those short of the least room first, and on a node the smallest
     unit first (the easiest to place again); at most MAX_EJECTIONS of them, then at most
     MAX_PAIRS pairs of units on one node that leave room together (and neither alone)."""
-    singles: list[tuple[UnitKey, ...]] = []
-    pairs: list[tuple[UnitKey, ...]] = []
-    seen: set[UnitKey] = set()
     pools = ledger.problem.pools
     blocked: list[tuple[float, int, int, Item]] = []  # (shortfall, pool, node, container)
     for item in items:
@@ -125,34 +160,41 @@ def _in_the_way(
                     if (p, node) in ledger.node_units:
                         blocked.append((float(share[node]), p, node, item))
     blocked.sort(key=lambda b: b[:3])
+    # Every unit of the nodes looked at, one row a unit in the nodes' order, tested together:
+    # the first of each list found in that order are those a walk node by node would find.
+    keys: list[UnitKey] = []
+    freed: list[np.ndarray] = []
+    lacking: list[np.ndarray] = []  # what each node lacks for its container
+    counts: list[int] = []
+    pair_rows: list[np.ndarray] = []
     for _, p, node, item in blocked[:MAX_NODES]:
-        room = ledger.free[p][node]
-        ranked = sorted(
-            (size, key) for key in ledger.node_units[(p, node)] if (size := rank(key)) is not None
-        )
-        on_node = []
-        for size, key in ranked[:MAX_ON_NODE]:
-            _, unit_items, placement = ledger.unit(key)
-            freed = np.zeros_like(room)
-            for unit_item, spot in zip(unit_items, placement.spots, strict=True):
-                if spot == (p, node):
-                    freed += unit_item.request
-            on_node.append((size, key, freed))
-        for _, key, freed in on_node:
-            if key not in seen and (room + freed >= item.request).all():
-                seen.add(key)
-                if len(singles) < MAX_EJECTIONS:
-                    singles.append((key,))
-        for a, (_, first, freed_a) in enumerate(on_node):
-            for _, second, freed_b in on_node[a + 1 :]:
-                if len(pairs) == MAX_PAIRS:
-                    break
-                if (
-                    not (room + freed_a >= item.request).all()
-                    and not (room + freed_b >= item.request).all()
-                    and (room + freed_a + freed_b >= item.request).all()
-                ):
-                    pairs.append((first, second))
-        if len(singles) == MAX_EJECTIONS and len(pairs) == MAX_PAIRS:
-            break
+        on_node, frees = movable.on_node(ledger, p, node)
+        if not on_node:
+            continue
+        pair_rows.append(len(keys) + _PAIRS[len(on_node)])
+        keys += on_node
+        freed.append(frees)
+        lacking.append(item.request - ledger.free[p][node])
+        counts.append(len(on_node))
+    if not keys:
+        return []
+    unit_frees = np.concatenate(freed)
+    node_lacks = np.repeat(np.array(lacking), counts, axis=0)  # a row a unit, as unit_frees
+    alone = np.all(unit_frees >= node_lacks, axis=1)
+    singles: list[tuple[UnitKey, ...]] = []
+    seen: set[UnitKey] = set()
+    for row in np.flatnonzero(alone).tolist():
+        if keys[row] not in seen:
+            seen.add(keys[row])
+            singles.append((keys[row],))
+            if len(singles) == MAX_EJECTIONS:
+                break
+    first, second = np.concatenate(pair_rows).T
+    together = np.all(unit_frees[first] + unit_frees[second] >= node_lacks[first], axis=1)
+    together &= ~alone[first] & ~alone[second]
+    chosen = np.flatnonzero(together)[:MAX_PAIRS]
+    pairs = [
+        (keys[a], keys[b])
+        for a, b in zip(first[chosen].tolist(), second[chosen].tolist(), strict=True)
+    ]
     return singles + pairs

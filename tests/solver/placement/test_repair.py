@@ -54,3 +54,27 @@ def test_no_repair_when_the_time_limit_is_spent() -> None:
     result = tick(snapshot, TickOptions(time_limit_s=1e-9))
     assert [s.action for s in result.scheduled] == ["a"]
     assert result.solver.limit_hit
+
+
+def test_a_repair_sees_the_units_a_node_holds_now() -> None:
+    # b's repair looks at pool x's node (a on it) and moves a to pool y; e then lands on x.
+    # f's repair looks at x again: it holds b and e now, and moving e to pool z makes room.
+    snapshot = (
+        SnapshotBuilder()
+        .queue("q", scheduling="greedy_capacity")
+        .cluster("east")
+        .pool("x", **H100, labels={"only": "x"})
+        .pool("y", **H100)
+        .pool("z", **H100)
+        .queued("a", queue="q", gpu="H100:6")
+        .queued("b", queue="q", gpu="H100:4", selector={"only": "x"})
+        .queued("e", queue="q", gpu="H100:3")
+        .queued("f", queue="q", gpu="H100:4", selector={"only": "x"})
+        .build()
+    )
+    result = tick(snapshot, TickOptions())
+    admitted = decide(snapshot).admitted
+    assert [s.action for s in result.scheduled] == admitted == ["a", "b", "e", "f"]
+    placed = {s.action: s.containers[0].node_pool for s in result.scheduled}
+    assert placed == {"a": "y", "b": "x", "e": "z", "f": "x"}
+    assert result.solver.model_solves == 0
