@@ -243,7 +243,7 @@ def smallest(
                 low = candidate
                 break
             high, best = candidate, replayed
-        below = guess(rung(0), first) if high - low > 1 else None
+        below = guess(rung(0), first) if low == 0 and high > 1 else None
         lower = below is not None and _no_higher(below, rung(high)) and below != rung(high)
         if below is not None and lower and not _no_higher(below, rung(0)):
             # A smaller change lets fewer in ahead: enough for what the model's fix let in
@@ -253,7 +253,7 @@ def smallest(
                 return Found(Verdict.PROVEN, rung(high), best)
             if replayed.finished and accept(replayed):
                 return Found(Verdict.PROVEN, below, replayed)
-            low = max(k for k in range(low, high) if _no_higher(rung(k), below))
+            low = max((k for k in range(low, high) if _no_higher(rung(k), below)), default=low)
     while high - low > 1:
         middle = (low + high) // 2
         replayed = replayer.prove(rung(middle))
