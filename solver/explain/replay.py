@@ -118,9 +118,7 @@ class Replayer:
         target = patched.target
         touched = touches(patched, target)
         start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
-        undecided = sum(
-            1 for a in state.problem.actions[start:target] if a.id not in self.decided
-        )
+        undecided = sum(1 for a in state.problem.actions[start:target] if a.id not in self.decided)
         if undecided >= MOST_REDECIDED:
             return Replayed(False, False, "", [], [], finished=False)
         outcome = resume(
@@ -176,10 +174,16 @@ class Replayer:
                 self._line = [by_id[a.id] for a in self.state.problem.actions]
         return self._line
 
+
 class Verdict(StrEnum):
     PROVEN = "proven"  # the re-run tick schedules it and displaces nothing scheduled now
     RULED_OUT = "ruled_out"  # even the largest change tried does not do that
     UNPROVEN = "unproven"  # the budget ran out before a re-run tick could say
+
+
+# The model's fix (rung 0) with each cap and limit raised by what a walk let in ahead of the
+# action takes of it, for `smallest` to try next; None when a change is no such count.
+Guess = Callable[[list[Change], Replayed], list[Change] | None]
 
 
 @dataclass(frozen=True)
@@ -190,39 +194,69 @@ class Found:
 
 
 def smallest(
-    replayer: Replayer, ladders: list[list[Change]], accept: Callable[[Replayed], bool]
+    replayer: Replayer,
+    ladders: list[list[Change]],
+    accept: Callable[[Replayed], bool],
+    guess: Guess | None = None,
 ) -> Found:
     """The lowest rung of the ladders (each change's versions, smallest first, climbed
     together) whose re-run tick `accept`s; rung 0 is the explanation model's own fix.
 
     Admitting the action can need more than the model's fix when the change lets earlier
     actions in too; the top rung lets in every earlier action the change could, and a
-    bisection between finds the least rung that still works.
+    bisection between finds the least rung that still works. With `guess` (caps and
+    limits), the top rung's walk says what is enough: the rung that holds what it let in
+    ahead, proven with the rung below it, is the bisection's answer in two walks when the
+    change lets in what it can; when the rung below works too, the change lets fewer in the
+    less it is, and what the model's fix let in says what may be enough from below.
     """
     top = max(len(ladder) for ladder in ladders) - 1
 
     def rung(k: int) -> list[Change]:
         return [ladder[min(k, len(ladder) - 1)] for ladder in ladders]
 
-    def attempt(k: int) -> Replayed | None:
-        return replayer.prove(rung(k))
-
-    first = attempt(0)
+    first = replayer.prove(rung(0))
     if first is None or not first.finished:
         return Found(Verdict.UNPROVEN, rung(0), first)
     if accept(first):
         return Found(Verdict.PROVEN, rung(0), first)
     if top == 0:
         return Found(Verdict.RULED_OUT, rung(0), first)
-    last = attempt(top)
+    last = replayer.prove(rung(top))
     if last is None or not last.finished:
         return Found(Verdict.UNPROVEN, rung(top), last)
     if not accept(last):
         return Found(Verdict.RULED_OUT, rung(top), last)
     low, high, best = 0, top, last
+    enough = guess(rung(0), last) if guess is not None else None
+    if guess is not None and enough is not None:
+        # Enough for what the top rung let in, and (as a rung just below a working one)
+        # the proof that the rung below is not.
+        k = next((k for k in range(1, top) if _no_higher(enough, rung(k))), top)
+        for candidate in (k, k - 1):
+            if not low < candidate < high:
+                continue
+            replayed = replayer.prove(rung(candidate))
+            if replayed is None:
+                return Found(Verdict.PROVEN, rung(high), best)
+            if not (replayed.finished and accept(replayed)):
+                low = candidate
+                break
+            high, best = candidate, replayed
+        below = guess(rung(0), first) if low == 0 and high > 1 else None
+        lower = below is not None and _no_higher(below, rung(high)) and below != rung(high)
+        if below is not None and lower and not _no_higher(below, rung(0)):
+            # A smaller change lets fewer in ahead: enough for what the model's fix let in
+            # can be below every rung.
+            replayed = replayer.prove(below)
+            if replayed is None:
+                return Found(Verdict.PROVEN, rung(high), best)
+            if replayed.finished and accept(replayed):
+                return Found(Verdict.PROVEN, below, replayed)
+            low = max((k for k in range(low, high) if _no_higher(rung(k), below)), default=low)
     while high - low > 1:
         middle = (low + high) // 2
-        replayed = attempt(middle)
+        replayed = replayer.prove(rung(middle))
         if replayed is None:
             break  # the top rung is proven; the budget only cut the search for less
         if replayed.finished and accept(replayed):
@@ -230,6 +264,14 @@ def smallest(
         else:
             low = middle
     return Found(Verdict.PROVEN, rung(high), best)
+
+
+def _no_higher(changes: list[Change], than: list[Change]) -> bool:
+    """Every change the same as `than`'s, or a cap or limit set no higher."""
+    return all(
+        c == t or (isinstance(c.value, int) and isinstance(t.value, int) and c.value <= t.value)
+        for c, t in zip(changes, than, strict=True)
+    )
 
 
 def runs_displacing_nothing(replayed: Replayed) -> bool:
@@ -253,10 +295,15 @@ class Proofs:
         self.unproven: list[Suggestion] = []
         self.ruled_out: list[str] = []
 
-    def offer(self, ladders: list[list[Change]], words: Callable[[list[Change]], str]) -> None:
+    def offer(
+        self,
+        ladders: list[list[Change]],
+        words: Callable[[list[Change]], str],
+        guess: Guess | None = None,
+    ) -> None:
         """Offer the smallest rung of `ladders` with which the tick runs the action and
         still runs everything it schedules now."""
-        found = smallest(self.replayer, ladders, runs_displacing_nothing)
+        found = smallest(self.replayer, ladders, runs_displacing_nothing, guess)
         sentence = words(found.changes)
         replayed = found.replayed
         if found.verdict is Verdict.PROVEN:

@@ -22,7 +22,7 @@ from models.snapshot import Action, ActionState, Scheduling, Snapshot
 from solver.explain.changes import FINISH_ACTIONS, FINISH_RUNS, charge
 from solver.explain.core_model import Assumption, ExplainModel, Fix, Limit
 from solver.explain.frozen import as_running, freeze
-from solver.explain.replay import Proofs, Replayer
+from solver.explain.replay import Proofs, Replayed, Replayer
 from solver.placement.problem import GPU_DIM, UNBOUNDED, Item, PoolInfo
 
 # The most nodes a room fix adds beyond the model's, when earlier actions come in first.
@@ -82,7 +82,7 @@ def explain_waiting(
     ladders = _Ladders(snapshot, proofs.replayer, frozen.line.admitted)
     settings = words.settings_changes(fix)
     if settings:
-        proofs.offer([ladders.of(c) for c in settings], _settings_words)
+        proofs.offer([ladders.of(c) for c in settings], _settings_words, ladders.guess)
     wait = words.wait_changes(fix)
     if wait is not None:
         proofs.offer([ladders.of(c) for c in wait], ladders.wait_words)
@@ -525,6 +525,44 @@ class _Ladders:
         self.snapshot = snapshot
         self.ahead = replayer.refused_ahead()
         self.admitted = admitted
+        self.action_id = replayer.action_id
+
+    def guess(self, fix: list[Change], walked: Replayed) -> list[Change] | None:
+        """`fix` with each cap and concurrency limit raised by what `walked` let in
+        ahead of the action takes of it (for `solver.explain.replay.smallest`); None when a
+        change is not such a count (nodes, finished work)."""
+        let_in = set(walked.let_in)
+        came = [a for a in self.ahead if a.id in let_in]
+        guessed: list[Change] = []
+        for change in fix:
+            more = self._more(change, [a for a in came if a.queue == change.queue])
+            if more is None:
+                if change.kind is not ChangeKind.SWITCH_POLICY:
+                    return None
+                guessed.append(change)
+            elif change.kind is ChangeKind.RAISE_CAP:
+                guessed.append(change.model_copy(update={"value": int(change.value or 0) + more}))
+            else:
+                guessed.append(_raised(change, more))
+        return guessed
+
+    def _more(self, change: Change, came: list[Action]) -> int | None:
+        """How much more of a cap or concurrency limit than the model's fix `came` take."""
+        if change.kind is ChangeKind.RAISE_CAP:
+            return sum(charge(self.snapshot, a).amount(change.resource or "") for a in came)
+        if change.kind is not ChangeKind.RAISE_LIMIT:
+            return None
+        if change.resource == "action_concurrency":
+            return len(came)
+        if change.resource != "run_concurrency":
+            return None  # depth counts the queued actions ahead, let in or not
+        # Runs that hold a slot already, the action's own among them (the model's fix has it).
+        held = [a for a, _ in self.admitted] + [
+            a for a in self.snapshot.actions
+            if a.state is ActionState.RUNNING or a.id == self.action_id
+        ]  # fmt: skip
+        active = {a.run_id for a in held if a.queue == change.queue}
+        return len({a.run_id for a in came} - active)
 
     def of(self, change: Change) -> list[Change]:
         q = change.queue

@@ -358,3 +358,34 @@ def test_a_cap_goes_as_high_as_the_actions_it_lets_in_first_and_names_them() -> 
         " in use, needs 2"
     ]
     assert prove(snapshot, result, "a5") == []
+
+
+def test_a_cap_raised_for_a_chain_ahead_is_found_from_the_largest_ones_walk() -> None:
+    """The most of a cap lets a2 to a5 in ahead of a9; what they take says 8 is enough, and
+    7 (the rung below) is shown not to be, without bisecting the rungs between (D252)."""
+    snapshot = (
+        SnapshotBuilder()
+        .queue("q0", max_gpus=2)
+        .cluster("east")
+        .pool("cpu", cpu="32", memory="128Gi")
+        .pool("t4", cpu="32", memory="128Gi", accelerator="T4", accelerators=4, nodes=2)
+        .running("a0", queue="q0", gpu=1, on=("east", "t4", 0))
+        .queued("a1", queue="q0", gpu=1)
+        .queued("a2", queue="q0", gpu=1)
+        .queued("a3", queue="q0", gpu=1)
+        .queued("a4", queue="q0", gpu=1)
+        .queued("a5", queue="q0", gpu=1)
+        .queued("a9", queue="q0", gpu=2)
+        .build()
+    )
+    result = tick(snapshot, OPTIONS)
+    explanation = explain(snapshot, "a9", result, OPTIONS)
+    assert explanation.suggestions[0].message == (
+        "raise max_gpus of queue q0 to 8: then a2, a3, a4, a5 and a9 run"
+    )
+    # The model's 4, the most (8, which its walk says is just enough) and 7; then one wait
+    # (a0 and a1 finishing). Bisecting would have walked 6 as well.
+    assert explanation.replays == 3 + 1
+    below = explanation.suggestions[0].changes[0].model_copy(update={"value": 7})
+    assert not scheduled(apply_changes(snapshot, "a9", [below]), "a9")
+    assert prove(snapshot, result, "a9") == []
