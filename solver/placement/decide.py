@@ -158,7 +158,7 @@ class DecideStats:
     largest_model_variables: int = 0
     unproven_refusals: int = 0
     bound_refusals: int = 0  # refusals the bounds proved without a model
-    repairs: int = 0  # admissions found by moving one decided unit (solver.placement.repair)
+    repairs: int = 0  # admissions found by moving decided units (solver.placement.repair)
     reused_answers: int = 0  # models not solved again: the same one had answered before
     build_s: float = 0.0  # wall time building placement models
     solve_s: float = 0.0  # wall time in CP-SAT

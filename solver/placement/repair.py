@@ -1,8 +1,8 @@
-"""Room for an action best-fit refused, found by moving one decided unit out of its way.
+"""Room for an action best-fit refused, found by moving decided units out of its way.
 
 Best-fit places each action on the room the decided admissions leave, and never moves
-them. Often one of them sits on the only node the action could use and would fit just as
-well elsewhere: taking it off that node, placing the action, then placing the unit again
+them. Often one or two of them sit on the only node the action could use and would fit just
+as well elsewhere: taking them off that node, placing the action, then placing each again
 (best-fit, anywhere it is eligible: any pool, any cluster) is an admission a model would
 have found too, at a fraction of the cost. A placement found this way is a real "yes"; a
 repair that finds none proves nothing (the model is still asked).
