@@ -130,8 +130,7 @@ def patch(
             # Compiled afresh, their pools are numbered as the changed snapshot's.
             rematch |= {actions[i].queue for i in found.actions}
             rematch |= {envs[e].queue for e in found.envs}
-    problem = replace(
-        base,
+    problem = base.changed(
         queues=queues,
         pools=pools,
         pools_of_cluster=pools_of_cluster,
@@ -139,8 +138,6 @@ def patch(
         actions=actions,
         envs=envs,
         cluster_room=settings.cluster_room,
-        _base_fit={},
-        _full_scale={},
     )
     routed = any(c.kind is ChangeKind.ROUTE_TO_QUEUE for c in changes)
     # A routed action moves in the line, maybe back: then every action is matched again.
@@ -180,7 +177,7 @@ def _move(state: TickState, snapshot: Snapshot, found: Patched) -> None:
     found.target = ahead
     found.arrived = frozenset({ahead})
     found.actions = (found.actions - {t}) | {ahead}
-    found.problem = replace(problem, actions=[*line[:ahead], replace(moved, index=ahead)])
+    found.problem = problem.changed(actions=[*line[:ahead], replace(moved, index=ahead)])
     if t not in state.failures:
         found.queues.add(state.problem.actions[t].queue)
 

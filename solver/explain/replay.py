@@ -16,7 +16,7 @@ it, and which actions the tick schedules now that the changed tick leaves out (d
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from models.explanation import Change, Suggestion
@@ -367,7 +367,7 @@ def state_of(snapshot: Snapshot, result: TickResult | None) -> TickState:
     decided = set(plan.admitted) | set(failures) | set(refusals)
     rest = [a for a in problem.actions if a.index not in decided]
     if rest:
-        failures.update(fail_fast(replace(problem, actions=rest, _base_fit={}, _full_scale={})))
+        failures.update(fail_fast(problem.changed(actions=rest)))
     return TickState(problem, failures, plan, refusals)
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -165,6 +166,12 @@ class Problem:
     skipped_pools: int = 0  # node pools left out: a value beyond the engine's range
     _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
     _full_scale: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
+
+    def changed(self, **fields: Any) -> Problem:
+        """A copy with `fields` replaced and its caches empty: what they hold depends on the
+        pools and requests, which a change may touch (every copy goes through here, so a new
+        cache is reset in one place)."""
+        return replace(self, **fields, _base_fit={}, _full_scale={})
 
     def unrepresentable(self, action: ActionInfo) -> str | None:
         """Why the action, or the environment it would start, cannot be compiled."""
@@ -354,7 +361,7 @@ def match_pools_again(problem: Problem, queues: set[int], upto: int | None = Non
             actions[owner.index] = replace(owner, items=items)
         else:
             envs[owner.index] = replace(owner, items=items)
-    return replace(problem, actions=actions, envs=envs, _base_fit={}, _full_scale={})
+    return problem.changed(actions=actions, envs=envs)
 
 
 def _rejected(who: str, error: Exception, outcome: str) -> str:

@@ -26,7 +26,7 @@ and every later action is decided again, unless the caller only wanted to know t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -122,7 +122,7 @@ def resume(
     walks of one explanation, which meet many of the same models again.
     """
     room_touched = room_touched or touched
-    line = replace(changed, actions=changed.actions[: stop + 1], _base_fit={}, _full_scale={})
+    line = changed.changed(actions=changed.actions[: stop + 1])
     # Every change resume is given relaxes what fail-fast judges (caps, full-scale room) but
     # for a request compiled again: only the tick's failures and `compiled` can change.
     rejudged = [
@@ -137,7 +137,7 @@ def resume(
         for i, f in state.failures.items()
         if i < start or (i <= stop and not touched(line.actions[i]))
     }
-    failures.update(fail_fast(replace(line, actions=rejudged)))
+    failures.update(fail_fast(line.changed(actions=rejudged)))
     # Taken out of the line, an action holds no place in its queue's depth either (the
     # count skips what it is given as failed).
     deep = over_depth(line, failures | dict.fromkeys(absent, TAKEN_OUT))
