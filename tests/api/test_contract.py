@@ -69,7 +69,8 @@ def test_listing_filters_and_bad_tokens(svc: Service) -> None:
     assert [a["id"] for a in after] == ["a002", "a003"]
     before = svc.http.get("/actions", params={"submitted_before": middle}).json()
     assert [a["id"] for a in before] == ["a000", "a001"]
-    # The OpenAPI document says date-time: a number is not one (it was read as Unix seconds).
+    # Guide: "the OpenAPI document tells the truth": it says date-time, and a number is not
+    # one (it was read as Unix seconds).
     for bad in ("0.5", "1700000000", "not-a-time", "9999-01-01T00:00:00Z"):
         status, body = svc.error("GET", f"/actions?submitted_before={bad}")
         assert (status, body["code"]) == (400, "INVALID_ARGUMENT"), (bad, body)
@@ -103,8 +104,12 @@ def test_readable_operation_ids_and_media_types(svc: Service) -> None:
     assert {"createQueue", "listActions", "submitBatch", "watchQueue"} <= set(ids)
     assert all(name.isalnum() and name[0].islower() for name in ids), ids
     paths = document["paths"]
-    for path in ("/watch/queues", "/watch/queues/{name}"):
-        assert "text/event-stream" in paths[path]["get"]["responses"]["200"]["content"]
+    for path, event in (("/watch/queues", "queues"), ("/watch/queues/{name}", "queue")):
+        stream = paths[path]["get"]["responses"]["200"]["content"]["text/event-stream"]
+        # Guide: "the OpenAPI document tells the truth": a schema per event, as the stream is.
+        schema = stream["schema"]
+        assert set(schema["properties"]) == {"event", "id", "data"}
+        assert schema["properties"]["event"]["enum"] == [event, "error"]
     snapshot = paths["/snapshot"]["get"]["responses"]["200"]["content"]
     assert "application/vnd.apache.arrow.stream" in snapshot
     listing = paths["/actions"]["get"]
