@@ -36,10 +36,13 @@ log = logging.getLogger("sluice.store")
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 # Any fixed number: the key of the advisory lock every write transaction takes on PostgreSQL.
 _WRITE_LOCK_KEY = 0x5151CE
-# A session idle this long inside a transaction is ended by the server, its locks released:
-# a replica paused (SIGSTOP) or cut off mid-transaction cannot hold every other replica's
-# writes, and the leader lease with them, for longer than this.
+# A session idle this long inside a write transaction is ended by the server, its locks
+# released: a replica paused (SIGSTOP) or cut off mid-transaction cannot hold every other
+# replica's writes, and the leader lease with them, for longer than this.
 IDLE_IN_TRANSACTION_S = 2.0
+# A read holds no lock another replica waits on, only a snapshot, so it is given far longer:
+# the write limit ended healthy reads on a loaded 2-core machine whose disk stalled for seconds.
+IDLE_IN_READ_S = 30.0
 
 
 def is_postgres(target: str) -> bool:
@@ -330,10 +333,13 @@ class SqliteBackend(Backend):
             self._file_lock.release()
 
 
+def _idle_limit(seconds: float, scope: str) -> str:
+    return f"SET {scope} idle_in_transaction_session_timeout = {int(seconds * 1000)}"
+
+
 def _configure(conn: Any) -> None:
-    """Each new pooled connection: see IDLE_IN_TRANSACTION_S."""
-    milliseconds = int(IDLE_IN_TRANSACTION_S * 1000)
-    conn.execute(f"SET idle_in_transaction_session_timeout = {milliseconds}")
+    """Each new pooled connection: see IDLE_IN_READ_S."""
+    conn.execute(_idle_limit(IDLE_IN_READ_S, "SESSION"))
 
 
 class PostgresBackend(Backend):
@@ -342,7 +348,7 @@ class PostgresBackend(Backend):
     Writes are serialized across replicas by a transaction-level advisory lock taken first
     in each write transaction (released by COMMIT or ROLLBACK, or by the server when the
     connection drops), so a check of a cap or a depth inside one sees every write before
-    it, as on SQLite. The server ends a session left idle in a transaction for
+    it, as on SQLite. The server ends a session left idle in a write transaction for
     `IDLE_IN_TRANSACTION_S`, so a paused replica cannot hold that lock for long. Reads are
     REPEATABLE READ, so a snapshot is consistent. A lost connection is `Unavailable` (503),
     never a traceback.
@@ -378,13 +384,13 @@ class PostgresBackend(Backend):
             raise Unavailable(f"cannot connect to the database {self.shown}") from None
 
     @contextmanager
-    def _connection(self, begin: str, first: str | None) -> Iterator[Conn]:
+    def _connection(self, begin: str, *first: str) -> Iterator[Conn]:
         try:
             with self._pool.connection() as raw:
                 raw.execute(begin)
                 try:
-                    if first is not None:
-                        raw.execute(first)
+                    for statement in first:
+                        raw.execute(statement)
                     yield Conn(raw, POSTGRES)
                     raw.execute("COMMIT")
                 except BaseException:
@@ -397,10 +403,14 @@ class PostgresBackend(Backend):
     def transaction(self) -> AbstractContextManager[Conn]:
         if self.reader_only:
             raise _refuse_writes(self.shown)
-        return self._connection("BEGIN", f"SELECT pg_advisory_xact_lock({_WRITE_LOCK_KEY})")
+        return self._connection(
+            "BEGIN",
+            _idle_limit(IDLE_IN_TRANSACTION_S, "LOCAL"),
+            f"SELECT pg_advisory_xact_lock({_WRITE_LOCK_KEY})",
+        )
 
     def read(self) -> AbstractContextManager[Conn]:
-        return self._connection("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", None)
+        return self._connection("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
     def close(self) -> None:
         self._pool.close()
