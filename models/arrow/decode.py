@@ -366,12 +366,22 @@ def _key(*parts: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(*parts, _SEP)
 
 
+def _codes(array: pa.Array) -> np.ndarray:
+    """The same integer for equal values of `array`, different for different, counting up from 0
+    in order of first appearance (one hash pass); -1 for null."""
+    return np.asarray(pc.fill_null(pc.dictionary_encode(array).indices, -1), np.int64)
+
+
+def _first_seen(codes: np.ndarray) -> np.ndarray:
+    """Whether each row holds its code (from _codes) for the first time: codes count up in
+    order of first appearance, so a new one is above every code of the rows before it."""
+    return codes > np.maximum.accumulate(np.concatenate([[-1], codes]))[:-1]
+
+
 def _check_unique(table: _Table, column: str, keys: pa.Array, what: str) -> None:
     """Fail at the first row whose (non-null) key appeared on an earlier row."""
-    codes = np.asarray(pc.index_in(keys, value_set=pc.unique(keys)))
-    _, first = np.unique(codes, return_index=True)
-    repeat = np.asarray(keys.is_valid(), bool)
-    repeat[first] = False
+    codes = _codes(keys)
+    repeat = (codes >= 0) & ~_first_seen(codes)
     table.check(repeat, column, lambda row: f"{what} {table.value(column, row)!r} appears twice")
 
 
@@ -671,9 +681,9 @@ class _Checked:
     def _placements(self) -> None:
         p, a, e = self.placements, self.actions, self.environments
         _check_exactly_one_owner(p)
-        owner_action = _lookup(p["action"], a["id"])
+        owner_action = self.placement_action = _lookup(p["action"], a["id"])
         _check_reference(p, "action", owner_action, "action")
-        owner_env = _lookup(p["environment"], e["name"])
+        owner_env = self.placement_env = _lookup(p["environment"], e["name"])
         _check_reference(p, "environment", owner_env, "environment")
         owner = pc.coalesce(p["action"], p["environment"])
         cluster = pc.coalesce(
@@ -819,9 +829,7 @@ def _distinct(array: pa.Array, convert: Callable[[Any], T]) -> list[T | None]:
 
 def _utc(micros: int) -> datetime:
     """A timestamp column's value, microseconds since the epoch, as an aware datetime."""
-    seconds, fraction = divmod(micros, 1_000_000)
-    whole = datetime.fromtimestamp(seconds, UTC)
-    return whole.replace(microsecond=fraction) if fraction else whole
+    return _EPOCH + timedelta(microseconds=micros)  # half the cost of fromtimestamp
 
 
 def _times(array: pa.Array) -> list[datetime | None]:
@@ -933,8 +941,9 @@ def _clusters(c: _Table) -> list[Cluster]:
     )
 
 
-def _placements(t: _Checked, owner_column: str, owners: _Table) -> list[Placement | None]:
-    """The placement of every row of `owners` (None where placement_cluster is null)."""
+def _placements(t: _Checked, owners: _Table, owner: np.ndarray) -> list[Placement | None]:
+    """The placement of every row of `owners` (None where placement_cluster is null);
+    `owner` is the owners' row of each row of table placements."""
     p = t.placements
     spots = _instances(
         ContainerPlacement,
@@ -944,19 +953,21 @@ def _placements(t: _Checked, owner_column: str, owners: _Table) -> list[Placemen
             "node": p["node"].to_pylist(),
         },
     )
-    owner = _lookup(p[owner_column], owners["id" if owner_column == "action" else "name"])
-    groups = _grouped(owner, spots, owners.rows)
-    clusters = owners["placement_cluster"].to_pylist()
-    placed = [row for row, cluster in enumerate(clusters) if cluster is not None]
+    placed = np.flatnonzero(np.asarray(owners["placement_cluster"].is_valid(), bool))
+    # Placed owners numbered 0.. in row order, so that only they get a list of spots (the
+    # checks made every placements row's owner a placed one); the extra last entry is the
+    # number of owner -1, a row of the other owner table.
+    rank = np.full(owners.rows + 1, -1, np.int64)
+    rank[placed] = np.arange(len(placed))
     made = _instances(
         Placement,
         {
-            "cluster": [clusters[row] for row in placed],
-            "containers": [groups[row] for row in placed],
+            "cluster": owners["placement_cluster"].take(placed).to_pylist(),
+            "containers": _grouped(rank[owner], spots, len(placed)),
         },
     )
     placements: list[Placement | None] = [None] * owners.rows
-    for row, placement in zip(placed, made, strict=True):
+    for row, placement in zip(placed.tolist(), made, strict=True):
         placements[row] = placement
     return placements
 
@@ -989,14 +1000,9 @@ def _environments(t: _Checked) -> list[Environment]:
             "gpu": [fields["gpu"][i] for i in order_list],
             "node_selector": [fields["node_selector"][i] for i in order_list],
             "running": e["running"].to_pylist(),
-            "placement": _placements(t, "environment", e),
+            "placement": _placements(t, e, t.placement_env),
         },
     )
-
-
-def _codes(array: pa.Array) -> np.ndarray:
-    """The same integer for equal values of `array` (null included), different for different."""
-    return np.asarray(pc.fill_null(pc.index_in(array, value_set=pc.unique(array)), -1), np.int64)
 
 
 def _shared_containers(c: _Table) -> list[Container]:
@@ -1012,13 +1018,13 @@ def _shared_containers(c: _Table) -> list[Container]:
     codes = np.zeros(c.rows, np.int64)
     for value in values:
         column = _codes(value) + 1
-        codes = np.unique(codes * (int(column.max(initial=0)) + 1) + column, return_inverse=True)[1]
-    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        codes = _codes(pa.array(codes * (int(column.max(initial=0)) + 1) + column))
+    first = np.flatnonzero(_first_seen(codes))
     distinct = _Table(c.source, c.name, {name: c[name].take(first) for name in columns})
     built = _instances(
         Container, {"name": distinct["name"].to_pylist(), **_container_fields(distinct)}
     )
-    return list(map(built.__getitem__, inverse.reshape(-1).tolist()))
+    return list(map(built.__getitem__, codes.tolist()))
 
 
 def _actions(t: _Checked) -> list[Action]:
@@ -1036,7 +1042,7 @@ def _actions(t: _Checked) -> list[Action]:
             "queue": a["queue"].to_pylist(),
             "submitted_at": _times(a["submitted_at"]),
             "state": _distinct(a["state"], ActionState),
-            "placement": _placements(t, "action", a),
+            "placement": _placements(t, a, t.placement_action),
             "containers": _grouped(t.container_action, containers, a.rows),
             "environment": a["environment"].to_pylist(),
             "max_queued_time": _durations(a["max_queued_time"]),
