@@ -162,7 +162,11 @@ def _compatible(actual: pa.DataType, expected: pa.DataType, quantity: bool) -> b
 
 
 def _combine(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(column, pa.ChunkedArray):
+        # combine_chunks copies even one chunk, the usual case of a file's column
+        array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    else:
+        array = column
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     return array
@@ -302,7 +306,7 @@ def _cast_map(table: _Table, field: pa.Field, array: pa.Array, amounts: bool) ->
     if pa.types.is_null(array.type):
         return array.cast(field.type)
     offsets, keys, items = _map_parts(array)
-    rows = np.searchsorted(offsets, np.arange(len(keys)), side="right") - 1
+    rows = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
     keys = pc.utf8_trim_whitespace(keys.cast(pa.string()))
     column = field.name
 
@@ -372,15 +376,23 @@ def _codes(array: pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.dictionary_encode(array).indices, -1), np.int64)
 
 
+def _pair_codes(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The codes (as _codes numbers them) of the pairs of two code columns; -1 where either
+    is -1."""
+    pairs = first * (int(second.max(initial=0)) + 1) + second  # far inside int64
+    return _codes(pa.array(pairs, mask=(first < 0) | (second < 0)))
+
+
 def _first_seen(codes: np.ndarray) -> np.ndarray:
     """Whether each row holds its code (from _codes) for the first time: codes count up in
     order of first appearance, so a new one is above every code of the rows before it."""
     return codes > np.maximum.accumulate(np.concatenate([[-1], codes]))[:-1]
 
 
-def _check_unique(table: _Table, column: str, keys: pa.Array, what: str) -> None:
-    """Fail at the first row whose (non-null) key appeared on an earlier row."""
-    codes = _codes(keys)
+def _check_unique(table: _Table, column: str, keys: pa.Array | np.ndarray, what: str) -> None:
+    """Fail at the first row whose (non-null) key appeared on an earlier row; `keys` is a
+    column or its codes (_codes, _pair_codes)."""
+    codes = keys if isinstance(keys, np.ndarray) else _codes(keys)
     repeat = (codes >= 0) & ~_first_seen(codes)
     table.check(repeat, column, lambda row: f"{what} {table.value(column, row)!r} appears twice")
 
@@ -650,7 +662,8 @@ class _Checked:
             "name",
             lambda _: "is set for an environment's replica shape (replicas are named replica-N)",
         )
-        _check_unique(c, "name", _key(c["action"], c["name"]), "container")
+        names = _pair_codes(self.container_action, _codes(c["name"]))
+        _check_unique(c, "name", names, "container")
         _check_unique(c, "environment", c["environment"], "environment")
         _check_range(c, MAX_ACCELERATORS, "gpu_count")
         c.check(
@@ -1013,12 +1026,11 @@ def _shared_containers(c: _Table) -> list[Container]:
     100,000 actions, a few thousand models instead of 109,000."""
     columns = ("name", "resources", "gpu_count", "gpu_device", "node_selector")
     values = [_map_texts(c[name]) if pa.types.is_map(c[name].type) else c[name] for name in columns]
-    # One code per distinct row: the columns' codes folded in one at a time, renumbered after
-    # each so that the products stay far inside int64.
+    # One code per distinct row: the columns' codes (null as a value of its own) folded in one
+    # at a time.
     codes = np.zeros(c.rows, np.int64)
     for value in values:
-        column = _codes(value) + 1
-        codes = _codes(pa.array(codes * (int(column.max(initial=0)) + 1) + column))
+        codes = _pair_codes(codes, _codes(value) + 1)
     first = np.flatnonzero(_first_seen(codes))
     distinct = _Table(c.source, c.name, {name: c[name].take(first) for name in columns})
     built = _instances(
