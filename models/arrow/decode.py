@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
+from itertools import pairwise, repeat
 from typing import Any, NoReturn, TypeVar, cast
 
 import numpy as np
@@ -815,7 +815,7 @@ def _models(checked: _Checked) -> Snapshot:
         queues.append(Queue(name=DEFAULT_QUEUE))  # as Snapshot's own validator does
     settings = checked.settings
     return Snapshot.model_construct(
-        now=_utc(settings["now"].cast(_INT64)[0].as_py()),  # a required column: never null
+        now=cast(datetime, _times(settings["now"])[0]),  # a required column: never null
         settings=Settings.model_construct(default_gpu_type=settings["default_gpu_type"][0].as_py()),
         queues=queues,
         clusters=_clusters(checked.clusters),
@@ -832,25 +832,32 @@ def _instances(cls: type[M], columns: dict[str, Sequence[Any]]) -> list[M]:
     return trusted_models(cls, columns, "arrow snapshot (update models.arrow.schema)")
 
 
-def _distinct(array: pa.Array, convert: Callable[[Any], T]) -> list[T | None]:
-    """`convert` applied once per distinct value; null stays None."""
-    distinct = pc.unique(array)
-    values = [None if v is None else convert(v) for v in distinct.to_pylist()]
-    codes = pc.index_in(array, value_set=distinct).to_numpy().tolist()
+def _distinct(array: pa.Array, convert: Callable[[list[Any]], Iterable[T]]) -> list[T | None]:
+    """`convert` applied to the list of distinct values (null stays None), each row then
+    taking its value's result.
+
+    The whole list at once, so that a conversion made of `map` over C functions (the times
+    of a line are mostly distinct) makes no Python call per value."""
+    encoded = pc.dictionary_encode(array)
+    values: list[T | None] = [*convert(encoded.dictionary.to_pylist()), None]
+    codes = pc.fill_null(encoded.indices, len(values) - 1).to_numpy().tolist()
     return list(map(values.__getitem__, codes))
 
 
-def _utc(micros: int) -> datetime:
-    """A timestamp column's value, microseconds since the epoch, as an aware datetime."""
-    return _EPOCH + timedelta(microseconds=micros)  # half the cost of fromtimestamp
+def _timedeltas(micros: Iterable[int]) -> Iterator[timedelta]:
+    return map(timedelta, repeat(0), repeat(0), micros)  # (days, seconds, microseconds)
 
 
 def _times(array: pa.Array) -> list[datetime | None]:
-    return _distinct(array.cast(pa.int64()), _utc)
+    """A timestamp column's values as aware datetimes; fromtimestamp costs three times as
+    much."""
+    return _distinct(
+        array.cast(pa.int64()), lambda micros: map(_EPOCH.__add__, _timedeltas(micros))
+    )
 
 
 def _durations(array: pa.Array) -> list[timedelta | None]:
-    return _distinct(array.cast(pa.int64()), lambda value: timedelta(microseconds=value))
+    return _distinct(array.cast(pa.int64()), _timedeltas)
 
 
 def _map_texts(array: pa.Array) -> pa.Array:
@@ -876,7 +883,7 @@ def _dicts(array: pa.Array) -> list[dict[str, Any]]:
 
     item: Callable[[str], int | str] = int if pa.types.is_integer(items.type) else str
     # A list array built from offsets alone has no null rows, so no row comes back None.
-    distinct = cast(list[dict[str, Any]], _distinct(rows, mapping))
+    distinct = cast(list[dict[str, Any]], _distinct(rows, lambda texts: map(mapping, texts)))
     return list(map(dict.copy, distinct))
 
 
@@ -888,7 +895,7 @@ def _gpu_requests(counts: pa.Array, devices: pa.Array) -> list[AcceleratorReques
         return AcceleratorRequest(int(count), parse_device(device, "gpu") if device else None)
 
     keys = _key(counts.cast(pa.string()), pc.coalesce(devices, ""))
-    return _distinct(keys, request)
+    return _distinct(keys, lambda texts: map(request, texts))
 
 
 def _grouped(owners: np.ndarray, items: Sequence[Any], size: int) -> list[list[Any]]:
@@ -913,7 +920,7 @@ def _queues(q: _Table) -> list[Queue]:
             "max_resources": _dicts(q["max_resources"]),
             "max_gpus": q["max_gpus"].to_pylist(),
             "max_accelerators": _dicts(q["max_accelerators"]),
-            "scheduling": _distinct(q["scheduling"], Scheduling),
+            "scheduling": _distinct(q["scheduling"], lambda values: map(Scheduling, values)),
             "clusters": q["clusters"].to_pylist(),
             "head_blocked_since": _times(q["head_blocked_since"]),
         },
@@ -1053,7 +1060,7 @@ def _actions(t: _Checked) -> list[Action]:
             "run": a["run"].to_pylist(),
             "queue": a["queue"].to_pylist(),
             "submitted_at": _times(a["submitted_at"]),
-            "state": _distinct(a["state"], ActionState),
+            "state": _distinct(a["state"], lambda values: map(ActionState, values)),
             "placement": _placements(t, a, t.placement_action),
             "containers": _grouped(t.container_action, containers, a.rows),
             "environment": a["environment"].to_pylist(),
@@ -1294,7 +1301,7 @@ def _jobs(tables: dict[str, _Table]) -> list[Job]:
             "priority": j["priority"].to_pylist(),
             "instance_type": instance_types.to_pylist(),
             "count": j["count"].to_pylist(),
-            "state": _distinct(j["state"], JobState),
+            "state": _distinct(j["state"], lambda values: map(JobState, values)),
             "submitted_at": _times(j["submitted_at"]),
             "started_at": _times(j["started_at"]),
         },
