@@ -113,14 +113,24 @@ class _Table:
 
     def check(self, bad: Any, column: str, message: Callable[[int], str]) -> None:
         """Fail at the first row where `bad` (a boolean array; null counts as fine) holds."""
-        mask = np.asarray(pc.fill_null(bad, False) if isinstance(bad, pa.Array) else bad, bool)
-        rows = np.flatnonzero(mask)
+        rows = _holds(bad)
         if len(rows):
             row = int(rows[0])
             self.fail(row, column, message(row))
 
     def value(self, column: str, row: int) -> Any:
         return self.columns[column][row].as_py()
+
+
+def _holds(bad: Any) -> np.ndarray:
+    """The positions where a boolean array (null counts as false) or mask holds."""
+    if isinstance(bad, pa.Array):
+        # The usual answer is none: `any` finds it in one pass over the bits, where filling
+        # the nulls of a nullable column's test costs ten times as much.
+        if not pc.any(bad).as_py():
+            return np.zeros(0, np.int64)
+        bad = pc.fill_null(bad, False)
+    return np.flatnonzero(np.asarray(bad, bool))
 
 
 def _table_error(source: str, table: str, message: str, column: str | None = None) -> NoReturn:
@@ -311,7 +321,7 @@ def _cast_map(table: _Table, field: pa.Field, array: pa.Array, amounts: bool) ->
     column = field.name
 
     def entry_check(bad: pa.Array, message: Callable[[int], str]) -> None:
-        entries = np.flatnonzero(np.asarray(pc.fill_null(bad, False), bool))
+        entries = _holds(bad)
         if len(entries):
             table.fail(int(rows[entries[0]]), column, message(int(entries[0])))
 
@@ -736,11 +746,16 @@ class _Checked:
             for env, count in zip(e["name"].to_pylist(), replicas, strict=True)
             for index in range(count)
         ]
+        # Only the containers of placed actions can match; a line has few.
+        c = self.containers
+        placed = np.zeros(a.rows + 1, bool)  # the last entry: container_action -1
+        placed[owner_action[owner_action >= 0]] = True
+        of_placed = pa.array(placed[self.container_action])
         known = pc.is_in(
             _key(owner, p["container"]),
             value_set=pa.concat_arrays(
                 [
-                    _key(self.containers["action"], self.containers["name"]).drop_null(),
+                    _key(c["action"].filter(of_placed), c["name"].filter(of_placed)),
                     pa.array(names, pa.string()),
                 ]
             ),
