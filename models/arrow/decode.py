@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
+from itertools import pairwise, repeat
 from typing import Any, NoReturn, TypeVar, cast
 
 import numpy as np
@@ -113,14 +113,24 @@ class _Table:
 
     def check(self, bad: Any, column: str, message: Callable[[int], str]) -> None:
         """Fail at the first row where `bad` (a boolean array; null counts as fine) holds."""
-        mask = np.asarray(pc.fill_null(bad, False) if isinstance(bad, pa.Array) else bad, bool)
-        rows = np.flatnonzero(mask)
+        rows = _holds(bad)
         if len(rows):
             row = int(rows[0])
             self.fail(row, column, message(row))
 
     def value(self, column: str, row: int) -> Any:
         return self.columns[column][row].as_py()
+
+
+def _holds(bad: Any) -> np.ndarray:
+    """The positions where a boolean array (null counts as false) or mask holds."""
+    if isinstance(bad, pa.Array):
+        # The usual answer is none: `any` finds it in one pass over the bits, where filling
+        # the nulls of a nullable column's test costs ten times as much.
+        if not pc.any(bad).as_py():
+            return np.zeros(0, np.int64)
+        bad = pc.fill_null(bad, False)
+    return np.flatnonzero(np.asarray(bad, bool))
 
 
 def _table_error(source: str, table: str, message: str, column: str | None = None) -> NoReturn:
@@ -162,7 +172,11 @@ def _compatible(actual: pa.DataType, expected: pa.DataType, quantity: bool) -> b
 
 
 def _combine(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(column, pa.ChunkedArray):
+        # combine_chunks copies even one chunk, the usual case of a file's column
+        array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    else:
+        array = column
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     return array
@@ -302,12 +316,12 @@ def _cast_map(table: _Table, field: pa.Field, array: pa.Array, amounts: bool) ->
     if pa.types.is_null(array.type):
         return array.cast(field.type)
     offsets, keys, items = _map_parts(array)
-    rows = np.searchsorted(offsets, np.arange(len(keys)), side="right") - 1
+    rows = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
     keys = pc.utf8_trim_whitespace(keys.cast(pa.string()))
     column = field.name
 
     def entry_check(bad: pa.Array, message: Callable[[int], str]) -> None:
-        entries = np.flatnonzero(np.asarray(pc.fill_null(bad, False), bool))
+        entries = _holds(bad)
         if len(entries):
             table.fail(int(rows[entries[0]]), column, message(int(entries[0])))
 
@@ -366,12 +380,30 @@ def _key(*parts: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(*parts, _SEP)
 
 
-def _check_unique(table: _Table, column: str, keys: pa.Array, what: str) -> None:
-    """Fail at the first row whose (non-null) key appeared on an earlier row."""
-    codes = np.asarray(pc.index_in(keys, value_set=pc.unique(keys)))
-    _, first = np.unique(codes, return_index=True)
-    repeat = np.asarray(keys.is_valid(), bool)
-    repeat[first] = False
+def _codes(array: pa.Array) -> np.ndarray:
+    """The same integer for equal values of `array`, different for different, counting up from 0
+    in order of first appearance (one hash pass); -1 for null."""
+    return np.asarray(pc.fill_null(pc.dictionary_encode(array).indices, -1), np.int64)
+
+
+def _pair_codes(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The codes (as _codes numbers them) of the pairs of two code columns; -1 where either
+    is -1."""
+    pairs = first * (int(second.max(initial=0)) + 1) + second  # far inside int64
+    return _codes(pa.array(pairs, mask=(first < 0) | (second < 0)))
+
+
+def _first_seen(codes: np.ndarray) -> np.ndarray:
+    """Whether each row holds its code (from _codes) for the first time: codes count up in
+    order of first appearance, so a new one is above every code of the rows before it."""
+    return codes > np.maximum.accumulate(np.concatenate([[-1], codes]))[:-1]
+
+
+def _check_unique(table: _Table, column: str, keys: pa.Array | np.ndarray, what: str) -> None:
+    """Fail at the first row whose (non-null) key appeared on an earlier row; `keys` is a
+    column or its codes (_codes, _pair_codes)."""
+    codes = keys if isinstance(keys, np.ndarray) else _codes(keys)
+    repeat = (codes >= 0) & ~_first_seen(codes)
     table.check(repeat, column, lambda row: f"{what} {table.value(column, row)!r} appears twice")
 
 
@@ -640,7 +672,8 @@ class _Checked:
             "name",
             lambda _: "is set for an environment's replica shape (replicas are named replica-N)",
         )
-        _check_unique(c, "name", _key(c["action"], c["name"]), "container")
+        names = _pair_codes(self.container_action, _codes(c["name"]))
+        _check_unique(c, "name", names, "container")
         _check_unique(c, "environment", c["environment"], "environment")
         _check_range(c, MAX_ACCELERATORS, "gpu_count")
         c.check(
@@ -671,9 +704,9 @@ class _Checked:
     def _placements(self) -> None:
         p, a, e = self.placements, self.actions, self.environments
         _check_exactly_one_owner(p)
-        owner_action = _lookup(p["action"], a["id"])
+        owner_action = self.placement_action = _lookup(p["action"], a["id"])
         _check_reference(p, "action", owner_action, "action")
-        owner_env = _lookup(p["environment"], e["name"])
+        owner_env = self.placement_env = _lookup(p["environment"], e["name"])
         _check_reference(p, "environment", owner_env, "environment")
         owner = pc.coalesce(p["action"], p["environment"])
         cluster = pc.coalesce(
@@ -713,11 +746,16 @@ class _Checked:
             for env, count in zip(e["name"].to_pylist(), replicas, strict=True)
             for index in range(count)
         ]
+        # Only the containers of placed actions can match; a line has few.
+        c = self.containers
+        placed = np.zeros(a.rows + 1, bool)  # the last entry: container_action -1
+        placed[owner_action[owner_action >= 0]] = True
+        of_placed = pa.array(placed[self.container_action])
         known = pc.is_in(
             _key(owner, p["container"]),
             value_set=pa.concat_arrays(
                 [
-                    _key(self.containers["action"], self.containers["name"]).drop_null(),
+                    _key(c["action"].filter(of_placed), c["name"].filter(of_placed)),
                     pa.array(names, pa.string()),
                 ]
             ),
@@ -792,7 +830,7 @@ def _models(checked: _Checked) -> Snapshot:
         queues.append(Queue(name=DEFAULT_QUEUE))  # as Snapshot's own validator does
     settings = checked.settings
     return Snapshot.model_construct(
-        now=_utc(settings["now"].cast(_INT64)[0].as_py()),  # a required column: never null
+        now=cast(datetime, _times(settings["now"])[0]),  # a required column: never null
         settings=Settings.model_construct(default_gpu_type=settings["default_gpu_type"][0].as_py()),
         queues=queues,
         clusters=_clusters(checked.clusters),
@@ -809,27 +847,32 @@ def _instances(cls: type[M], columns: dict[str, Sequence[Any]]) -> list[M]:
     return trusted_models(cls, columns, "arrow snapshot (update models.arrow.schema)")
 
 
-def _distinct(array: pa.Array, convert: Callable[[Any], T]) -> list[T | None]:
-    """`convert` applied once per distinct value; null stays None."""
-    distinct = pc.unique(array)
-    values = [None if v is None else convert(v) for v in distinct.to_pylist()]
-    codes = pc.index_in(array, value_set=distinct).to_numpy().tolist()
+def _distinct(array: pa.Array, convert: Callable[[list[Any]], Iterable[T]]) -> list[T | None]:
+    """`convert` applied to the list of distinct values (null stays None), each row then
+    taking its value's result.
+
+    The whole list at once, so that a conversion made of `map` over C functions (the times
+    of a line are mostly distinct) makes no Python call per value."""
+    encoded = pc.dictionary_encode(array)
+    values: list[T | None] = [*convert(encoded.dictionary.to_pylist()), None]
+    codes = pc.fill_null(encoded.indices, len(values) - 1).to_numpy().tolist()
     return list(map(values.__getitem__, codes))
 
 
-def _utc(micros: int) -> datetime:
-    """A timestamp column's value, microseconds since the epoch, as an aware datetime."""
-    seconds, fraction = divmod(micros, 1_000_000)
-    whole = datetime.fromtimestamp(seconds, UTC)
-    return whole.replace(microsecond=fraction) if fraction else whole
+def _timedeltas(micros: Iterable[int]) -> Iterator[timedelta]:
+    return map(timedelta, repeat(0), repeat(0), micros)  # (days, seconds, microseconds)
 
 
 def _times(array: pa.Array) -> list[datetime | None]:
-    return _distinct(array.cast(pa.int64()), _utc)
+    """A timestamp column's values as aware datetimes; fromtimestamp costs three times as
+    much."""
+    return _distinct(
+        array.cast(pa.int64()), lambda micros: map(_EPOCH.__add__, _timedeltas(micros))
+    )
 
 
 def _durations(array: pa.Array) -> list[timedelta | None]:
-    return _distinct(array.cast(pa.int64()), lambda value: timedelta(microseconds=value))
+    return _distinct(array.cast(pa.int64()), _timedeltas)
 
 
 def _map_texts(array: pa.Array) -> pa.Array:
@@ -855,7 +898,7 @@ def _dicts(array: pa.Array) -> list[dict[str, Any]]:
 
     item: Callable[[str], int | str] = int if pa.types.is_integer(items.type) else str
     # A list array built from offsets alone has no null rows, so no row comes back None.
-    distinct = cast(list[dict[str, Any]], _distinct(rows, mapping))
+    distinct = cast(list[dict[str, Any]], _distinct(rows, lambda texts: map(mapping, texts)))
     return list(map(dict.copy, distinct))
 
 
@@ -867,7 +910,7 @@ def _gpu_requests(counts: pa.Array, devices: pa.Array) -> list[AcceleratorReques
         return AcceleratorRequest(int(count), parse_device(device, "gpu") if device else None)
 
     keys = _key(counts.cast(pa.string()), pc.coalesce(devices, ""))
-    return _distinct(keys, request)
+    return _distinct(keys, lambda texts: map(request, texts))
 
 
 def _grouped(owners: np.ndarray, items: Sequence[Any], size: int) -> list[list[Any]]:
@@ -892,7 +935,7 @@ def _queues(q: _Table) -> list[Queue]:
             "max_resources": _dicts(q["max_resources"]),
             "max_gpus": q["max_gpus"].to_pylist(),
             "max_accelerators": _dicts(q["max_accelerators"]),
-            "scheduling": _distinct(q["scheduling"], Scheduling),
+            "scheduling": _distinct(q["scheduling"], lambda values: map(Scheduling, values)),
             "clusters": q["clusters"].to_pylist(),
             "head_blocked_since": _times(q["head_blocked_since"]),
         },
@@ -933,8 +976,9 @@ def _clusters(c: _Table) -> list[Cluster]:
     )
 
 
-def _placements(t: _Checked, owner_column: str, owners: _Table) -> list[Placement | None]:
-    """The placement of every row of `owners` (None where placement_cluster is null)."""
+def _placements(t: _Checked, owners: _Table, owner: np.ndarray) -> list[Placement | None]:
+    """The placement of every row of `owners` (None where placement_cluster is null);
+    `owner` is the owners' row of each row of table placements."""
     p = t.placements
     spots = _instances(
         ContainerPlacement,
@@ -944,19 +988,21 @@ def _placements(t: _Checked, owner_column: str, owners: _Table) -> list[Placemen
             "node": p["node"].to_pylist(),
         },
     )
-    owner = _lookup(p[owner_column], owners["id" if owner_column == "action" else "name"])
-    groups = _grouped(owner, spots, owners.rows)
-    clusters = owners["placement_cluster"].to_pylist()
-    placed = [row for row, cluster in enumerate(clusters) if cluster is not None]
+    placed = np.flatnonzero(np.asarray(owners["placement_cluster"].is_valid(), bool))
+    # Placed owners numbered 0.. in row order, so that only they get a list of spots (the
+    # checks made every placements row's owner a placed one); the extra last entry is the
+    # number of owner -1, a row of the other owner table.
+    rank = np.full(owners.rows + 1, -1, np.int64)
+    rank[placed] = np.arange(len(placed))
     made = _instances(
         Placement,
         {
-            "cluster": [clusters[row] for row in placed],
-            "containers": [groups[row] for row in placed],
+            "cluster": owners["placement_cluster"].take(placed).to_pylist(),
+            "containers": _grouped(rank[owner], spots, len(placed)),
         },
     )
     placements: list[Placement | None] = [None] * owners.rows
-    for row, placement in zip(placed, made, strict=True):
+    for row, placement in zip(placed.tolist(), made, strict=True):
         placements[row] = placement
     return placements
 
@@ -989,14 +1035,9 @@ def _environments(t: _Checked) -> list[Environment]:
             "gpu": [fields["gpu"][i] for i in order_list],
             "node_selector": [fields["node_selector"][i] for i in order_list],
             "running": e["running"].to_pylist(),
-            "placement": _placements(t, "environment", e),
+            "placement": _placements(t, e, t.placement_env),
         },
     )
-
-
-def _codes(array: pa.Array) -> np.ndarray:
-    """The same integer for equal values of `array` (null included), different for different."""
-    return np.asarray(pc.fill_null(pc.index_in(array, value_set=pc.unique(array)), -1), np.int64)
 
 
 def _shared_containers(c: _Table) -> list[Container]:
@@ -1007,18 +1048,17 @@ def _shared_containers(c: _Table) -> list[Container]:
     100,000 actions, a few thousand models instead of 109,000."""
     columns = ("name", "resources", "gpu_count", "gpu_device", "node_selector")
     values = [_map_texts(c[name]) if pa.types.is_map(c[name].type) else c[name] for name in columns]
-    # One code per distinct row: the columns' codes folded in one at a time, renumbered after
-    # each so that the products stay far inside int64.
+    # One code per distinct row: the columns' codes (null as a value of its own) folded in one
+    # at a time.
     codes = np.zeros(c.rows, np.int64)
     for value in values:
-        column = _codes(value) + 1
-        codes = np.unique(codes * (int(column.max(initial=0)) + 1) + column, return_inverse=True)[1]
-    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        codes = _pair_codes(codes, _codes(value) + 1)
+    first = np.flatnonzero(_first_seen(codes))
     distinct = _Table(c.source, c.name, {name: c[name].take(first) for name in columns})
     built = _instances(
         Container, {"name": distinct["name"].to_pylist(), **_container_fields(distinct)}
     )
-    return list(map(built.__getitem__, inverse.reshape(-1).tolist()))
+    return list(map(built.__getitem__, codes.tolist()))
 
 
 def _actions(t: _Checked) -> list[Action]:
@@ -1035,8 +1075,8 @@ def _actions(t: _Checked) -> list[Action]:
             "run": a["run"].to_pylist(),
             "queue": a["queue"].to_pylist(),
             "submitted_at": _times(a["submitted_at"]),
-            "state": _distinct(a["state"], ActionState),
-            "placement": _placements(t, "action", a),
+            "state": _distinct(a["state"], lambda values: map(ActionState, values)),
+            "placement": _placements(t, a, t.placement_action),
             "containers": _grouped(t.container_action, containers, a.rows),
             "environment": a["environment"].to_pylist(),
             "max_queued_time": _durations(a["max_queued_time"]),
@@ -1276,7 +1316,7 @@ def _jobs(tables: dict[str, _Table]) -> list[Job]:
             "priority": j["priority"].to_pylist(),
             "instance_type": instance_types.to_pylist(),
             "count": j["count"].to_pylist(),
-            "state": _distinct(j["state"], JobState),
+            "state": _distinct(j["state"], lambda values: map(JobState, values)),
             "submitted_at": _times(j["submitted_at"]),
             "started_at": _times(j["started_at"]),
         },
