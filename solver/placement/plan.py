@@ -77,7 +77,8 @@ class Plan:
         self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
         for pool in problem.pools:
             self.cluster_used[pool.cluster] += pool.used.sum(axis=0) * pool.declared
-        self.loads = np.zeros(len(problem.cluster_names))
+        # Python floats, not an array: sorting clusters reads them one by one.
+        self.loads = [0.0] * len(problem.cluster_names)
         self._set_load_dims()
         # Requests best-fit found no room for, per queue and pool sets: room only shrinks as
         # work is admitted, so a request no smaller fails too, until something moves out.
@@ -225,8 +226,8 @@ class Plan:
         items = self.items_to_place(action)
         if not items:
             return None
-        shape = (action.queue, tuple(id(item.pools) for item in items))
-        wanted = np.concatenate([item.request for item in items])
+        shape = (action.queue, self.problem.unit_shape(items).pools)
+        wanted = self.problem.unit_shape(items).wanted
         failed = self.no_fit.get(shape)
         if failed is not None and (failed <= wanted).all(axis=1).any():
             return None
@@ -256,7 +257,8 @@ class Plan:
             if not clusters:
                 return None
         assert clusters is not None
-        load = (lambda c: c) if self.first_fit else (lambda c: (self.loads[c], c))
+        loads = self.loads
+        load = (lambda c: c) if self.first_fit else (lambda c: (loads[c], c))
         for cluster in sorted(clusters, key=load):
             spots = self._fit_in_cluster(items, roomy, cluster, queue_index, charge)
             if spots is not None:
@@ -351,15 +353,9 @@ class Plan:
         Work on a device's pools stays on that device's pools, except untyped GPUs, which
         may move to any other NVIDIA device; CPU-only work stays on pools without one.
         """
-        needs: dict[str, np.ndarray] = {}
-        untyped = 0
-        for item in items:
-            if item.untyped:
-                untyped += item.gpus
-            else:
-                key = item.device or ""
-                needs[key] = needs.get(key, 0) + item.request
-        for key, need in needs.items():
+        shape = self.problem.unit_shape(items)
+        untyped = shape.untyped_gpus
+        for key, need in shape.needs:
             room = self.class_free.get(key)
             if room is None:
                 return False
@@ -399,7 +395,7 @@ class Plan:
         new.node_stamps = dict(self.node_stamps)
         new.pool_top = dict(self.pool_top)
         new.cluster_used = self.cluster_used.copy()
-        new.loads = self.loads.copy()
+        new.loads = list(self.loads)
         new.no_fit = dict(self.no_fit)  # its arrays are replaced, never written in place
         new.max_free = self.max_free.copy()
         new.class_free = {kind: free.copy() for kind, free in self.class_free.items()}
