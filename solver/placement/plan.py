@@ -92,6 +92,11 @@ class Plan:
             ],
             dtype=np.int64,
         ).reshape(len(self.free), len(problem.dims))
+        # How often room came back to each pool's nodes: a request no node of a pool had room
+        # for still finds none while its count stays (room only shrinks meanwhile). By pool
+        # and request, the count at which `_best_node` found no node.
+        self.room_returns = [0] * len(problem.pools)
+        self._no_node: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
         # Free room summed over the fleet per kind of pool (its device, "" without one): moving
         # work between nodes never changes these, so they bound what any repacking can free.
         self.class_free: dict[str, np.ndarray] = {}
@@ -325,6 +330,7 @@ class Plan:
                 device_extra[landed] = device_extra.get(landed, 0) + item.gpus
         for p, slot, request in taken:
             self.free[p][slot] += request
+            self.room_returns[p] += 1
         if not ok:
             return None
         return tuple(spot for spot in spots if spot is not None)
@@ -332,20 +338,22 @@ class Plan:
     def _best_node(self, pool: int, request: np.ndarray) -> int | None:
         """The open node the request fills most tightly, else the first fresh node with room.
         (The caller only asks of pools whose roomiest node, by `max_free`, takes it.)"""
-        free = self.free[pool]
-        if not len(free):
+        known = self._no_node.get((pool, id(request)))
+        if known is not None and known[0] is request and known[1] == self.room_returns[pool]:
             return None
-        fits = (free >= request).all(axis=1)
-        first = int(fits.argmax())  # the first node with room, if any has
+        free = self.free[pool]
+        fits = np.logical_and.reduce(free >= request, axis=1)
+        first = int(fits.argmax()) if len(free) else 0  # the first node with room, if any has
+        if not len(free) or not fits[first]:
+            self._no_node[(pool, id(request))] = (request, self.room_returns[pool])
+            return None
         if self.first_fit:  # nodes up now come first in index order, then new ones
-            return first if fits[first] else None
+            return first
         open_fits = fits & self.opened[pool]
         dim = GPU_DIM if request[GPU_DIM] else CPU_DIM
         # The least room left on that dimension, the lowest index among equals.
         tightest = int(np.where(open_fits, free[:, dim], NO_NODE).argmin())
-        if open_fits[tightest]:
-            return tightest
-        return first if fits[first] else None
+        return tightest if open_fits[tightest] else first
 
     def fleet_may_hold(self, items: list[Item]) -> bool:
         """A bound no repacking can beat: the fleet's free room of each kind of pool.
@@ -398,6 +406,8 @@ class Plan:
         new.loads = list(self.loads)
         new.no_fit = dict(self.no_fit)  # its arrays are replaced, never written in place
         new.max_free = self.max_free.copy()
+        new.room_returns = list(self.room_returns)
+        new._no_node = dict(self._no_node)  # what it found holds on the copy's equal room
         new.class_free = {kind: free.copy() for kind, free in self.class_free.items()}
         new.untyped_on = dict(self.untyped_on)
         if problem is not None and problem is not self.problem:
@@ -416,6 +426,7 @@ class Plan:
             freed = was.used - pool.used[: was.max_nodes]
             fresh = pool.room - pool.used[was.max_nodes :]
             self.free[p] = np.concatenate([self.free[p] + freed, fresh])
+            self.room_returns[p] += 1
             self.opened[p] = np.concatenate([self.opened[p], np.zeros(len(fresh), dtype=np.bool_)])
             more = (freed.sum(axis=0) + fresh.sum(axis=0)) * pool.declared
             self.cluster_used[pool.cluster] -= freed.sum(axis=0) * pool.declared
@@ -427,6 +438,7 @@ class Plan:
             # A pool added by the change: no work on it yet.
             free = pool.room - pool.used
             self.free.append(free)
+            self.room_returns.append(0)
             self.opened.append(np.arange(pool.max_nodes) < pool.nodes)
             self.max_free = np.vstack([self.max_free, free.max(axis=0, initial=0)])
             more = free.sum(axis=0) * pool.declared
@@ -530,6 +542,7 @@ class Plan:
                     self.pool_top[p] = (queue.priority, queue.name)
             else:
                 self.free[p][slot] += item.request
+                self.room_returns[p] += 1
                 self.cluster_used[pool.cluster] -= held
                 self.class_free[pool.device or ""] += held
                 self.pool_units.get(p, set()).discard(key)
@@ -547,6 +560,8 @@ class Plan:
         the opposite sign, never an admission or a move."""
         for item, (p, slot) in zip(items, placement.spots, strict=True):
             self.free[p][slot] -= sign * item.request
+            if sign < 0:
+                self.room_returns[p] += 1
         for p in {p for p, _ in placement.spots}:
             self.max_free[p] = self.free[p].max(axis=0)
 

@@ -196,10 +196,12 @@ def _in_the_way(
         candidates = (nodes.base >= item.request).all(axis=1) & short.any(axis=1)
         # How far short, as the largest share of a node's room on one dimension.
         share = (short / nodes.room).max(axis=1)
-        for row in np.flatnonzero(candidates).tolist():
-            spot = (int(nodes.pool[row]), int(nodes.node[row]))
-            if spot in ledger.node_units:
-                blocked.append((float(share[row]), *spot, item))
+        rows = np.flatnonzero(candidates)
+        for shortfall, p, node in zip(
+            share[rows].tolist(), nodes.pool[rows].tolist(), nodes.node[rows].tolist(), strict=True
+        ):
+            if (p, node) in ledger.node_units:
+                blocked.append((shortfall, p, node, item))
     blocked.sort(key=lambda b: b[:3])
     # Every unit of the nodes looked at, one row a unit in the nodes' order, tested together:
     # the first of each list found in that order are those a walk node by node would find.
