@@ -47,6 +47,10 @@ class Refusal:
     resource: str | None = None
 
 
+# Cap refusals by (id of the demand, whether device caps count), each with its demand (held).
+_CapAnswers = dict[tuple[int, bool], tuple[ResourceVector, Refusal | None]]
+
+
 @dataclass
 class QueueUsage:
     held: ResourceVector  # as QueueInfo.held, with this tick's admissions
@@ -66,6 +70,9 @@ class Plan:
         self.free = [pool.room - pool.used for pool in problem.pools]
         self.opened = [np.arange(pool.max_nodes) < pool.nodes for pool in problem.pools]
         self.usage = [QueueUsage(q.held, 0, set(q.active_runs)) for q in problem.queues]
+        # Per queue, the use `cap_refusal` last answered against (held, so its identity is its
+        # own), and its answer by demand.
+        self._cap_answers: dict[int, tuple[ResourceVector, _CapAnswers]] = {}
         self.admitted: dict[int, NodeAssignment | None] = {}  # None: joined a pool, nothing placed
         self.env_started: dict[int, NodeAssignment] = {}
         self.pool_units: dict[int, set[UnitKey]] = {}  # who this tick placed work in a pool
@@ -183,20 +190,31 @@ class Plan:
     def cap_refusal(
         self, queue_index: int, demand: ResourceVector, device_caps: bool = True
     ) -> Refusal | None:
-        queue = self.problem.queues[queue_index]
         held = self.usage[queue_index].held
+        # The answer for one demand holds while the queue's use does: the line asks it of
+        # every action of a shape, most often while its queue admits nothing.
+        memo = self._cap_answers.get(queue_index)
+        if memo is None or memo[0] is not held:
+            memo = self._cap_answers[queue_index] = (held, {})
+        known = memo[1].get((id(demand), device_caps))
+        if known is not None and known[0] is demand:
+            return known[1]
+        refusal = None
+        queue = self.problem.queues[queue_index]
         for name, amount, cap in demand.over(held, queue.caps):
             kind = kind_of(name)
             if kind is ResourceKind.DEVICE and not device_caps:
                 continue
             label = "untyped gpus" if kind is ResourceKind.UNTYPED_GPU else name
-            return Refusal(
+            refusal = Refusal(
                 WaitReason.QUEUE_CAP,
                 f"queue {queue.name}, {label}: {spelled(name, held.amount(name))} of"
                 f" {spelled(name, cap)} in use, needs {spelled(name, amount)}",
                 name,
             )
-        return None
+            break
+        memo[1][(id(demand), device_caps)] = (demand, refusal)
+        return refusal
 
     # -- placement -----------------------------------------------------------------------
 
@@ -234,7 +252,7 @@ class Plan:
         shape = (action.queue, self.problem.unit_shape(items).pools)
         wanted = self.problem.unit_shape(items).wanted
         failed = self.no_fit.get(shape)
-        if failed is not None and (failed <= wanted).all(axis=1).any():
+        if failed is not None and np.logical_and.reduce(failed <= wanted, axis=1).any():
             return None
         placement = self.best_placement(action.queue, items, self.charge_of(action))
         if placement is None:
@@ -255,7 +273,10 @@ class Plan:
         clusters: set[int] | None = None
         roomy: list[set[int]] = []
         for item in items:
-            pools = item.all_pools[(self.max_free[item.all_pools] >= item.request).all(axis=1)]
+            # The ufunc's own reduce: ndarray.all goes through a Python wrapper, and this runs
+            # for every container best-fit places.
+            roomiest = self.max_free[item.all_pools]
+            pools = item.all_pools[np.logical_and.reduce(roomiest >= item.request, axis=1)]
             roomy.append(set(pools.tolist()))
             reachable = set(self.problem.pool_cluster[pools].tolist())
             clusters = reachable if clusters is None else clusters & reachable
@@ -406,6 +427,7 @@ class Plan:
         new.loads = list(self.loads)
         new.no_fit = dict(self.no_fit)  # its arrays are replaced, never written in place
         new.max_free = self.max_free.copy()
+        new._cap_answers = {}  # the copy's problem may cap its queues otherwise
         new.room_returns = list(self.room_returns)
         new._no_node = dict(self._no_node)  # what it found holds on the copy's equal room
         new.class_free = {kind: free.copy() for kind, free in self.class_free.items()}
