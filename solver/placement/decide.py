@@ -80,6 +80,9 @@ class NoRoomMemo:
         self._proven: dict[tuple, list[bool]] = {}
         self._sets: dict[int, frozenset[int]] = {}
         self._within: dict[tuple[int, int], bool] = {}
+        # What `find` answered for a list of containers, and how many refusals of its kind it
+        # looked at: the answer holds until another refusal of that kind is added.
+        self._found: dict[tuple[int, int], tuple[list[Item], int, bool | None]] = {}
 
     def add(self, queue: int, items: list[Item], proven: bool) -> None:
         key = _kind(queue, items)
@@ -95,15 +98,19 @@ class NoRoomMemo:
         known = self._requests.get(key)
         if known is None:
             return None
+        asked = self._found.get((queue, id(items)))
+        if asked is not None and asked[0] is items and asked[1] == len(known):
+            return asked[2]
         request = np.concatenate([item.request for item in items])
         mine = tuple(self._pool_set(item) for item in items)
         found: bool | None = None
         for row in np.flatnonzero((known <= request).all(axis=1)).tolist():
             theirs = self._pools[key][row]
             if all(self._inside(a, b) for a, b in zip(mine, theirs, strict=True)):
-                if self._proven[key][row]:
-                    return True
-                found = False
+                found = self._proven[key][row]
+                if found:
+                    break
+        self._found[(queue, id(items))] = (items, len(known), found)
         return found
 
     def _pool_set(self, item: Item) -> int:

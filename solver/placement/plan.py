@@ -47,6 +47,10 @@ class Refusal:
     resource: str | None = None
 
 
+# Cap refusals by (id of the demand, whether device caps count), each with its demand (held).
+_CapAnswers = dict[tuple[int, bool], tuple[ResourceVector, Refusal | None]]
+
+
 @dataclass
 class QueueUsage:
     held: ResourceVector  # as QueueInfo.held, with this tick's admissions
@@ -66,6 +70,9 @@ class Plan:
         self.free = [pool.room - pool.used for pool in problem.pools]
         self.opened = [np.arange(pool.max_nodes) < pool.nodes for pool in problem.pools]
         self.usage = [QueueUsage(q.held, 0, set(q.active_runs)) for q in problem.queues]
+        # Per queue, the use `cap_refusal` last answered against (held, so its identity is its
+        # own), and its answer by demand.
+        self._cap_answers: dict[int, tuple[ResourceVector, _CapAnswers]] = {}
         self.admitted: dict[int, NodeAssignment | None] = {}  # None: joined a pool, nothing placed
         self.env_started: dict[int, NodeAssignment] = {}
         self.pool_units: dict[int, set[UnitKey]] = {}  # who this tick placed work in a pool
@@ -77,7 +84,8 @@ class Plan:
         self.cluster_used = np.zeros((len(problem.cluster_names), len(problem.dims)))
         for pool in problem.pools:
             self.cluster_used[pool.cluster] += pool.used.sum(axis=0) * pool.declared
-        self.loads = np.zeros(len(problem.cluster_names))
+        # Python floats, not an array: sorting clusters reads them one by one.
+        self.loads = [0.0] * len(problem.cluster_names)
         self._set_load_dims()
         # Requests best-fit found no room for, per queue and pool sets: room only shrinks as
         # work is admitted, so a request no smaller fails too, until something moves out.
@@ -91,6 +99,11 @@ class Plan:
             ],
             dtype=np.int64,
         ).reshape(len(self.free), len(problem.dims))
+        # How often room came back to each pool's nodes: a request no node of a pool had room
+        # for still finds none while its count stays (room only shrinks meanwhile). By pool
+        # and request, the count at which `_best_node` found no node.
+        self.room_returns = [0] * len(problem.pools)
+        self._no_node: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
         # Free room summed over the fleet per kind of pool (its device, "" without one): moving
         # work between nodes never changes these, so they bound what any repacking can free.
         self.class_free: dict[str, np.ndarray] = {}
@@ -177,20 +190,31 @@ class Plan:
     def cap_refusal(
         self, queue_index: int, demand: ResourceVector, device_caps: bool = True
     ) -> Refusal | None:
-        queue = self.problem.queues[queue_index]
         held = self.usage[queue_index].held
+        # The answer for one demand holds while the queue's use does: the line asks it of
+        # every action of a shape, most often while its queue admits nothing.
+        memo = self._cap_answers.get(queue_index)
+        if memo is None or memo[0] is not held:
+            memo = self._cap_answers[queue_index] = (held, {})
+        known = memo[1].get((id(demand), device_caps))
+        if known is not None and known[0] is demand:
+            return known[1]
+        refusal = None
+        queue = self.problem.queues[queue_index]
         for name, amount, cap in demand.over(held, queue.caps):
             kind = kind_of(name)
             if kind is ResourceKind.DEVICE and not device_caps:
                 continue
             label = "untyped gpus" if kind is ResourceKind.UNTYPED_GPU else name
-            return Refusal(
+            refusal = Refusal(
                 WaitReason.QUEUE_CAP,
                 f"queue {queue.name}, {label}: {spelled(name, held.amount(name))} of"
                 f" {spelled(name, cap)} in use, needs {spelled(name, amount)}",
                 name,
             )
-        return None
+            break
+        memo[1][(id(demand), device_caps)] = (demand, refusal)
+        return refusal
 
     # -- placement -----------------------------------------------------------------------
 
@@ -225,10 +249,10 @@ class Plan:
         items = self.items_to_place(action)
         if not items:
             return None
-        shape = (action.queue, tuple(id(item.pools) for item in items))
-        wanted = np.concatenate([item.request for item in items])
+        shape = (action.queue, self.problem.unit_shape(items).pools)
+        wanted = self.problem.unit_shape(items).wanted
         failed = self.no_fit.get(shape)
-        if failed is not None and (failed <= wanted).all(axis=1).any():
+        if failed is not None and np.logical_and.reduce(failed <= wanted, axis=1).any():
             return None
         placement = self.best_placement(action.queue, items, self.charge_of(action))
         if placement is None:
@@ -249,14 +273,18 @@ class Plan:
         clusters: set[int] | None = None
         roomy: list[set[int]] = []
         for item in items:
-            pools = item.all_pools[(self.max_free[item.all_pools] >= item.request).all(axis=1)]
+            # The ufunc's own reduce: ndarray.all goes through a Python wrapper, and this runs
+            # for every container best-fit places.
+            roomiest = self.max_free[item.all_pools]
+            pools = item.all_pools[np.logical_and.reduce(roomiest >= item.request, axis=1)]
             roomy.append(set(pools.tolist()))
             reachable = set(self.problem.pool_cluster[pools].tolist())
             clusters = reachable if clusters is None else clusters & reachable
             if not clusters:
                 return None
         assert clusters is not None
-        load = (lambda c: c) if self.first_fit else (lambda c: (self.loads[c], c))
+        loads = self.loads
+        load = (lambda c: c) if self.first_fit else (lambda c: (loads[c], c))
         for cluster in sorted(clusters, key=load):
             spots = self._fit_in_cluster(items, roomy, cluster, queue_index, charge)
             if spots is not None:
@@ -323,6 +351,7 @@ class Plan:
                 device_extra[landed] = device_extra.get(landed, 0) + item.gpus
         for p, slot, request in taken:
             self.free[p][slot] += request
+            self.room_returns[p] += 1
         if not ok:
             return None
         return tuple(spot for spot in spots if spot is not None)
@@ -330,20 +359,22 @@ class Plan:
     def _best_node(self, pool: int, request: np.ndarray) -> int | None:
         """The open node the request fills most tightly, else the first fresh node with room.
         (The caller only asks of pools whose roomiest node, by `max_free`, takes it.)"""
-        free = self.free[pool]
-        if not len(free):
+        known = self._no_node.get((pool, id(request)))
+        if known is not None and known[0] is request and known[1] == self.room_returns[pool]:
             return None
-        fits = (free >= request).all(axis=1)
-        first = int(fits.argmax())  # the first node with room, if any has
+        free = self.free[pool]
+        fits = np.logical_and.reduce(free >= request, axis=1)
+        first = int(fits.argmax()) if len(free) else 0  # the first node with room, if any has
+        if not len(free) or not fits[first]:
+            self._no_node[(pool, id(request))] = (request, self.room_returns[pool])
+            return None
         if self.first_fit:  # nodes up now come first in index order, then new ones
-            return first if fits[first] else None
+            return first
         open_fits = fits & self.opened[pool]
         dim = GPU_DIM if request[GPU_DIM] else CPU_DIM
         # The least room left on that dimension, the lowest index among equals.
         tightest = int(np.where(open_fits, free[:, dim], NO_NODE).argmin())
-        if open_fits[tightest]:
-            return tightest
-        return first if fits[first] else None
+        return tightest if open_fits[tightest] else first
 
     def fleet_may_hold(self, items: list[Item]) -> bool:
         """A bound no repacking can beat: the fleet's free room of each kind of pool.
@@ -351,15 +382,9 @@ class Plan:
         Work on a device's pools stays on that device's pools, except untyped GPUs, which
         may move to any other NVIDIA device; CPU-only work stays on pools without one.
         """
-        needs: dict[str, np.ndarray] = {}
-        untyped = 0
-        for item in items:
-            if item.untyped:
-                untyped += item.gpus
-            else:
-                key = item.device or ""
-                needs[key] = needs.get(key, 0) + item.request
-        for key, need in needs.items():
+        shape = self.problem.unit_shape(items)
+        untyped = shape.untyped_gpus
+        for key, need in shape.needs:
             room = self.class_free.get(key)
             if room is None:
                 return False
@@ -399,9 +424,12 @@ class Plan:
         new.node_stamps = dict(self.node_stamps)
         new.pool_top = dict(self.pool_top)
         new.cluster_used = self.cluster_used.copy()
-        new.loads = self.loads.copy()
+        new.loads = list(self.loads)
         new.no_fit = dict(self.no_fit)  # its arrays are replaced, never written in place
         new.max_free = self.max_free.copy()
+        new._cap_answers = {}  # the copy's problem may cap its queues otherwise
+        new.room_returns = list(self.room_returns)
+        new._no_node = dict(self._no_node)  # what it found holds on the copy's equal room
         new.class_free = {kind: free.copy() for kind, free in self.class_free.items()}
         new.untyped_on = dict(self.untyped_on)
         if problem is not None and problem is not self.problem:
@@ -420,6 +448,7 @@ class Plan:
             freed = was.used - pool.used[: was.max_nodes]
             fresh = pool.room - pool.used[was.max_nodes :]
             self.free[p] = np.concatenate([self.free[p] + freed, fresh])
+            self.room_returns[p] += 1
             self.opened[p] = np.concatenate([self.opened[p], np.zeros(len(fresh), dtype=np.bool_)])
             more = (freed.sum(axis=0) + fresh.sum(axis=0)) * pool.declared
             self.cluster_used[pool.cluster] -= freed.sum(axis=0) * pool.declared
@@ -431,6 +460,7 @@ class Plan:
             # A pool added by the change: no work on it yet.
             free = pool.room - pool.used
             self.free.append(free)
+            self.room_returns.append(0)
             self.opened.append(np.arange(pool.max_nodes) < pool.nodes)
             self.max_free = np.vstack([self.max_free, free.max(axis=0, initial=0)])
             more = free.sum(axis=0) * pool.declared
@@ -534,6 +564,7 @@ class Plan:
                     self.pool_top[p] = (queue.priority, queue.name)
             else:
                 self.free[p][slot] += item.request
+                self.room_returns[p] += 1
                 self.cluster_used[pool.cluster] -= held
                 self.class_free[pool.device or ""] += held
                 self.pool_units.get(p, set()).discard(key)
@@ -551,6 +582,8 @@ class Plan:
         the opposite sign, never an admission or a move."""
         for item, (p, slot) in zip(items, placement.spots, strict=True):
             self.free[p][slot] -= sign * item.request
+            if sign < 0:
+                self.room_returns[p] += 1
         for p in {p for p, _ in placement.spots}:
             self.max_free[p] = self.free[p].max(axis=0)
 

@@ -105,6 +105,7 @@ class PoolInfo:
 
 _NO_POOL_INDICES = np.zeros(0, dtype=np.int64)
 _NO_POOL_INDICES.flags.writeable = False  # shared by every item not matched yet
+_NO_REQUEST = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(slots=True)
@@ -151,6 +152,20 @@ class ActionInfo:
     unrepresentable: str | None = None  # why it cannot be compiled (it fails INFEASIBLE)
 
 
+@dataclass(frozen=True, slots=True)
+class UnitShape:
+    """What one list of containers asks as a whole (Problem.unit_shape): the actions of a
+    queue with equal containers share one list, so the hot loops work this out once."""
+
+    items: list[Item]  # held, so the list's id stays its own
+    pools: tuple[int, ...]  # each container's pool sets, by the id of its shared `pools`
+    wanted: np.ndarray  # the containers' requests end to end (read-only)
+    # Summed requests of the containers bound to one kind of pool (a device, "" for CPU-only),
+    # and the untyped GPUs, which may land on any whole NVIDIA device.
+    needs: tuple[tuple[str, np.ndarray], ...]
+    untyped_gpus: int
+
+
 @dataclass
 class Problem:
     now: datetime
@@ -166,12 +181,35 @@ class Problem:
     skipped_pools: int = 0  # node pools left out: a value beyond the engine's range
     _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
     _full_scale: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
+    _unit_shapes: dict[int, UnitShape] = field(default_factory=dict)
 
     def changed(self, **fields: Any) -> Problem:
         """A copy with `fields` replaced and its caches empty: what they hold depends on the
         pools and requests, which a change may touch (every copy goes through here, so a new
         cache is reset in one place)."""
-        return replace(self, **fields, _base_fit={}, _full_scale={})
+        return replace(self, **fields, _base_fit={}, _full_scale={}, _unit_shapes={})
+
+    def unit_shape(self, items: list[Item]) -> UnitShape:
+        """What the list of containers asks as a whole, by the list's identity."""
+        known = self._unit_shapes.get(id(items))
+        if known is not None and known.items is items:
+            return known
+        wanted = np.concatenate([item.request for item in items]) if items else _NO_REQUEST
+        wanted.flags.writeable = False
+        needs: dict[str, np.ndarray] = {}
+        for item in items:
+            if not item.untyped:
+                key = item.device or ""
+                needs[key] = needs.get(key, 0) + item.request
+        shape = UnitShape(
+            items,
+            tuple(id(item.pools) for item in items),
+            wanted,
+            tuple(needs.items()),
+            sum(item.gpus for item in items if item.untyped),
+        )
+        self._unit_shapes[id(items)] = shape
+        return shape
 
     def unrepresentable(self, action: ActionInfo) -> str | None:
         """Why the action, or the environment it would start, cannot be compiled."""

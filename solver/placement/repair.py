@@ -22,7 +22,7 @@ import numpy as np
 
 from models.resources import EMPTY, ResourceVector
 from solver.placement.plan import NodeAssignment, Plan, Spot, UnitKey
-from solver.placement.problem import Item
+from solver.placement.problem import Item, Problem
 
 # Units tried per repair, the likeliest first: a repair is meant to be cheap next to a model
 # check, and counted work keeps it reproducible. Pairs, measured at M: the model time a full
@@ -35,6 +35,22 @@ MAX_NODES = 128
 MAX_ON_NODE = 16
 # The pairs (a, b), a before b, of k units on one node, as rows, in the order of a walk.
 _PAIRS = [np.transpose(np.triu_indices(k, 1)) for k in range(MAX_ON_NODE + 1)]
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class _EligibleNodes:
+    """A container's pools in some clusters, their nodes one row each, in the pools' order."""
+
+    problem: Problem  # whose pools these are (held: a resumed walk's problem has others)
+    mapping: dict[int, list[int]]  # the item's `pools`, held so its id stays its own
+    pools: list[int]
+    pool: np.ndarray  # per row, its pool
+    node: np.ndarray  # and its node in that pool
+    base: np.ndarray  # room next to the running work alone
+    room: np.ndarray  # a node's room, at least 1 on every dimension (to divide by)
 
 
 @dataclass(frozen=True)
@@ -54,6 +70,31 @@ class MovableUnits:
         may not; a unit's rank never changes."""
         self.rank = rank
         self._known: dict[Spot, tuple[int, list[UnitKey], np.ndarray]] = {}
+        self._nodes: dict[tuple[int, tuple[int, ...]], _EligibleNodes] = {}
+
+    def eligible_nodes(self, problem: Problem, item: Item, clusters: list[int]) -> _EligibleNodes:
+        """The nodes of the container's pools in `clusters`, worked out once a problem."""
+        key = (id(item.pools), tuple(clusters))
+        known = self._nodes.get(key)
+        if known is not None and known.problem is problem and known.mapping is item.pools:
+            return known
+        pools = [p for c in clusters for p in item.pools[c]]
+        infos = [problem.pools[p] for p in pools]
+        sizes = [pool.max_nodes for pool in infos]
+        dims = len(problem.dims)
+        known = self._nodes[key] = _EligibleNodes(
+            problem,
+            item.pools,
+            pools,
+            np.repeat(np.array(pools, dtype=np.int64), sizes),
+            np.concatenate([np.arange(size, dtype=np.int64) for size in sizes] or [_NO_ROWS]),
+            np.concatenate([pool.room - pool.used for pool in infos] or [np.zeros((0, dims))]),
+            np.concatenate(
+                [np.broadcast_to(np.maximum(pool.room, 1), pool.used.shape) for pool in infos]
+                or [np.ones((0, dims))]
+            ),
+        )
+        return known
 
     def on_node(self, ledger: Plan, p: int, node: int) -> tuple[list[UnitKey], np.ndarray]:
         """At most MAX_ON_NODE units of the node, the smallest first (then by key), and what
@@ -143,22 +184,24 @@ def _in_the_way(
     gone: node by node, those short of the least room first, and on a node the smallest
     unit first (the easiest to place again); at most MAX_EJECTIONS of them, then at most
     MAX_PAIRS pairs of units on one node that leave room together (and neither alone)."""
-    pools = ledger.problem.pools
     blocked: list[tuple[float, int, int, Item]] = []  # (shortfall, pool, node, container)
     for item in items:
-        for cluster in clusters:
-            for p in item.pools[cluster]:
-                free = ledger.free[p]
-                # Nodes without room for it now that would have it next to the running work.
-                short = np.maximum(item.request - free, 0)
-                candidates = (pools[p].room - pools[p].used >= item.request).all(axis=1) & (
-                    short.any(axis=1)
-                )
-                # How far short, as the largest share of a node's room on one dimension.
-                share = (short / np.maximum(pools[p].room, 1)).max(axis=1)
-                for node in np.flatnonzero(candidates).tolist():
-                    if (p, node) in ledger.node_units:
-                        blocked.append((float(share[node]), p, node, item))
+        # Every node of its pools at once, in the order of its clusters and their pools.
+        nodes = movable.eligible_nodes(ledger.problem, item, clusters)
+        if not nodes.pools:
+            continue
+        free = np.concatenate([ledger.free[p] for p in nodes.pools])
+        # Nodes without room for it now that would have it next to the running work.
+        short = np.maximum(item.request - free, 0)
+        candidates = (nodes.base >= item.request).all(axis=1) & short.any(axis=1)
+        # How far short, as the largest share of a node's room on one dimension.
+        share = (short / nodes.room).max(axis=1)
+        rows = np.flatnonzero(candidates)
+        for shortfall, p, node in zip(
+            share[rows].tolist(), nodes.pool[rows].tolist(), nodes.node[rows].tolist(), strict=True
+        ):
+            if (p, node) in ledger.node_units:
+                blocked.append((shortfall, p, node, item))
     blocked.sort(key=lambda b: b[:3])
     # Every unit of the nodes looked at, one row a unit in the nodes' order, tested together:
     # the first of each list found in that order are those a walk node by node would find.
