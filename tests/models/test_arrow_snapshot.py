@@ -147,6 +147,28 @@ def test_a_model_field_the_arrow_tables_do_not_carry_is_an_internal_error() -> N
         _instances(Container, {"name": ["main"]})
 
 
+def test_columns_of_unequal_lengths_are_an_internal_error() -> None:
+    columns = {"name": ["main", "sidecar"], "resources": [{}], "gpu": [None], "node_selector": [{}]}
+    with pytest.raises(InternalError, match="builds Container from columns of unequal lengths"):
+        _instances(Container, columns)
+
+
+def test_a_fleet_without_actions_or_without_environments_reads_back_as_written() -> None:
+    """Placements and containers are grouped by owner; either owner table may be empty."""
+    snapshot = load_scenario(EXAMPLE)
+    in_environments = {a.id for a in snapshot.actions if a.environment is not None}
+    for variant in (
+        snapshot.model_copy(update={"actions": []}),
+        snapshot.model_copy(
+            update={
+                "environments": [],
+                "actions": [a for a in snapshot.actions if a.id not in in_environments],
+            }
+        ),
+    ):
+        assert snapshot_from_tables(snapshot_tables(variant)) == variant
+
+
 # --- bad input ----------------------------------------------------------------------------------
 
 
@@ -276,6 +298,11 @@ BAD: list[tuple[str, Callable[[Tables], Tables], str]] = [
         "an action id twice",
         lambda t: _set(t, "actions", "id", 2, "train-1"),
         "snapshot: table actions, row 2, column id: action 'train-1' appears twice",
+    ),
+    (
+        "a container name twice in one action",
+        lambda t: _set(t, "containers", "action", 1, "train-1"),
+        "snapshot: table containers, row 1, column name: container 'main' appears twice",
     ),
     (
         "an unknown state",
