@@ -96,15 +96,18 @@ class NoRoomMemo:
         """None if no refusal covers this request, else whether one that does was proven."""
         asked = self._found.get((queue, id(items)))
         if asked is None or asked.items is not items:
+            kind = _kind(queue, items)
+            if kind not in self._requests:
+                return None  # most asks, while no request of its kind has failed
             asked = _Asked(
                 items,
-                _kind(queue, items),
+                kind,
                 np.concatenate([item.request for item in items]),
                 tuple(self._pool_set(item) for item in items),
             )
             self._found[(queue, id(items))] = asked
-        known = self._requests.get(asked.kind)
-        if known is None or asked.seen == len(known) or asked.found:
+        known = self._requests[asked.kind]
+        if asked.seen == len(known) or asked.found:
             return asked.found  # a proven refusal that covers it stays one
         covering = np.logical_and.reduce(known[asked.seen :] <= asked.request, axis=1)
         for row in (asked.seen + np.flatnonzero(covering)).tolist():
