@@ -46,8 +46,9 @@ class RoomBounds:
         self.group_pools: list[np.ndarray] = []
         self.requests: list[np.ndarray] = []  # per decided container
         self.container_group: list[int] = []
-        # What the decided containers ask of each family of flows, per group.
-        self._families: dict[Family, np.ndarray] = {}
+        # What the decided containers ask of each family of flows, per group, counted up to
+        # the first so many containers of `requests` (the rest are added when it is next read).
+        self._families: dict[Family, tuple[int, np.ndarray]] = {}
         self._arc_groups = -1
         self._arc_cache = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self._room: dict[Family, np.ndarray] = {}
@@ -59,11 +60,8 @@ class RoomBounds:
         """Count a decided unit's containers (an action's, or a pool's it starts)."""
         clusters = self._clusters(queue, items)
         for item in items:
-            g = self._group(self._eligible_pools(item, clusters))
+            self.container_group.append(self._group(self._eligible_pools(item, clusters)))
             self.requests.append(item.request)
-            self.container_group.append(g)
-            for family, demand in self._families.items():
-                demand[g] += _amount(item.request, family)
 
     def refutes(self, queue: int, items: list[Item]) -> bool:
         """Whether no placement of `items` (one unit of `queue`) exists next to the decided
@@ -105,8 +103,6 @@ class RoomBounds:
         if g is None:
             g = self.group_of[pools] = len(self.group_pools)
             self.group_pools.append(np.array(pools, dtype=np.int64))
-            for family in list(self._families):
-                self._families[family] = np.append(self._families[family], 0)
         return g
 
     def _refuted_in(self, cluster: int, items: list[Item]) -> bool:
@@ -175,8 +171,10 @@ class RoomBounds:
         return self._arc_cache
 
     def _demand(self, family: Family) -> np.ndarray:
-        demand = self._families.get(family)
-        if demand is None:
+        """Per group, what its decided containers ask of the family: counted when first
+        read, then brought up to date with the containers decided since, all at once."""
+        known = self._families.get(family)
+        if known is None:
             dim, size, slots = family
             values = np.array([request[dim] for request in self.requests], dtype=np.int64)
             amounts = np.where(values >= size, 1 if slots else values, 0)
@@ -185,7 +183,15 @@ class RoomBounds:
                 weights=amounts,
                 minlength=len(self.group_pools),
             ).astype(np.int64)
-            self._families[family] = demand
+        else:
+            counted, demand = known
+            groups = len(self.group_pools)
+            if counted == len(self.requests) and len(demand) == groups:
+                return demand
+            demand = np.concatenate([demand, np.zeros(groups - len(demand), dtype=np.int64)])
+            added = [_amount(request, family) for request in self.requests[counted:]]
+            np.add.at(demand, self.container_group[counted:], np.array(added, dtype=np.int64))
+        self._families[family] = (len(self.requests), demand)
         return demand
 
     def _room_of(self, family: Family) -> np.ndarray:

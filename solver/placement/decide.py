@@ -80,9 +80,9 @@ class NoRoomMemo:
         self._proven: dict[tuple, list[bool]] = {}
         self._sets: dict[int, frozenset[int]] = {}
         self._within: dict[tuple[int, int], bool] = {}
-        # What `find` answered for a list of containers, and how many refusals of its kind it
-        # looked at: the answer holds until another refusal of that kind is added.
-        self._found: dict[tuple[int, int], tuple[list[Item], int, bool | None]] = {}
+        # What `find` answered for a list of containers (of a queue), after how many refusals
+        # of its kind: refusals are only added, so the next ask looks at the new ones only.
+        self._found: dict[tuple[int, int], _Asked] = {}
 
     def add(self, queue: int, items: list[Item], proven: bool) -> None:
         key = _kind(queue, items)
@@ -94,24 +94,30 @@ class NoRoomMemo:
 
     def find(self, queue: int, items: list[Item]) -> bool | None:
         """None if no refusal covers this request, else whether one that does was proven."""
-        key = _kind(queue, items)
-        known = self._requests.get(key)
-        if known is None:
-            return None
         asked = self._found.get((queue, id(items)))
-        if asked is not None and asked[0] is items and asked[1] == len(known):
-            return asked[2]
-        request = np.concatenate([item.request for item in items])
-        mine = tuple(self._pool_set(item) for item in items)
-        found: bool | None = None
-        for row in np.flatnonzero((known <= request).all(axis=1)).tolist():
-            theirs = self._pools[key][row]
-            if all(self._inside(a, b) for a, b in zip(mine, theirs, strict=True)):
-                found = self._proven[key][row]
-                if found:
+        if asked is None or asked.items is not items:
+            kind = _kind(queue, items)
+            if kind not in self._requests:
+                return None  # most asks, while no request of its kind has failed
+            asked = _Asked(
+                items,
+                kind,
+                np.concatenate([item.request for item in items]),
+                tuple(self._pool_set(item) for item in items),
+            )
+            self._found[(queue, id(items))] = asked
+        known = self._requests[asked.kind]
+        if asked.seen == len(known) or asked.found:
+            return asked.found  # a proven refusal that covers it stays one
+        covering = np.logical_and.reduce(known[asked.seen :] <= asked.request, axis=1)
+        for row in (asked.seen + np.flatnonzero(covering)).tolist():
+            theirs = self._pools[asked.kind][row]
+            if all(self._inside(a, b) for a, b in zip(asked.pools, theirs, strict=True)):
+                asked.found = self._proven[asked.kind][row]
+                if asked.found:
                     break
-        self._found[(queue, id(items))] = (items, len(known), found)
-        return found
+        asked.seen = len(known)
+        return asked.found
 
     def _pool_set(self, item: Item) -> int:
         # Items of one pool set share their `pools` mapping (solver.placement.problem).
@@ -127,6 +133,18 @@ class NoRoomMemo:
         if inside is None:
             inside = self._within[(mine, theirs)] = self._sets[mine] <= self._sets[theirs]
         return inside
+
+
+@dataclass
+class _Asked:
+    """What NoRoomMemo.find worked out of one list of containers, and its answer so far."""
+
+    items: list[Item]  # held, so the list's id stays its own
+    kind: tuple
+    request: np.ndarray
+    pools: tuple[int, ...]
+    seen: int = 0  # refusals of its kind looked at
+    found: bool | None = None
 
 
 @dataclass
