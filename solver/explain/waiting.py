@@ -36,7 +36,9 @@ def explain_waiting(
     snapshot: Snapshot, action_id: str, result: TickResult, replayer: Replayer
 ) -> Explanation:
     """`replayer` proves the suggestions: it re-runs the tick of `result`."""
-    frozen = freeze(snapshot, action_id, result, replayer.order())
+    # The worlds of one tick's explanations share its fleet and most of its running work.
+    worlds = replayer.state.worlds if replayer.state is not None else None
+    frozen = freeze(snapshot, action_id, result, replayer.order(), worlds)
     model = ExplainModel(frozen)
     words = _Words(model, result)
     waiting = next((w for w in result.waiting if w.action == action_id), None)

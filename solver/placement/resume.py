@@ -42,7 +42,7 @@ from solver.placement.decide import (
 )
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal, Spot
-from solver.placement.problem import ActionInfo, Problem
+from solver.placement.problem import ActionInfo, CompileCache, Problem
 
 ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
 TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
@@ -57,6 +57,9 @@ class TickState:
     plan: Plan  # the tick's answer: admissions where it put them
     refusals: dict[int, Refusal]  # every pending action neither admitted nor failed
     answers: ModelAnswers = field(default_factory=dict)  # its placement models' (Decider)
+    # What explanations of this tick compile of the worlds they freeze (solver.explain.frozen):
+    # the fleet's container shapes and its running work's charges, compiled once for all.
+    worlds: CompileCache = field(default_factory=CompileCache)
     _ledgers: dict[int, Plan] = field(default_factory=dict)
 
     def ledger_at(self, start: int, absent: frozenset[int] = frozenset()) -> Plan:
@@ -128,9 +131,9 @@ def resume(
     rejudged = [
         a
         for a in line.actions[start:]
-        if a.index not in absent
+        if (a.index in state.failures or a.index in compiled)
+        and a.index not in absent
         and touched(a)
-        and (a.index in state.failures or a.index in compiled)
     ]
     failures = {
         i: f
