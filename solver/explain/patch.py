@@ -68,8 +68,11 @@ def patch(
     queue_of = {q.name: q.index for q in base.queues}
     target = next(a for a in base.actions if a.id == action_id)
     found = Patched(base, set(), set(), set(), frozenset(), set(), target.index)
-    # Settings are read off the changed snapshot compiled without any action: a few ms.
-    settings = compile_snapshot(_without_actions(changed, changed.environments))
+    # Settings are read off the changed snapshot compiled without any work: a few ms. Only a
+    # pool added takes running work from there (an environment placed on it); the other
+    # changes read settings and full scale, which running work leaves alone.
+    added = any(c.kind is ChangeKind.ADD_POOL for c in changes)
+    settings = compile_snapshot(_without_actions(changed, changed.environments if added else []))
     compiled_pool = {(p.cluster, p.name): p for p in settings.pools}
     pool_of = {(p.cluster, p.name): p.index for p in base.pools}
     cluster_of = {name: c for c, name in enumerate(base.cluster_names)}
