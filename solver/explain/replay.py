@@ -15,7 +15,6 @@ it, and which actions the tick schedules now that the changed tick leaves out (d
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -88,7 +87,6 @@ class Replayer:
         self.decided = self.scheduled | {f.action for f in failed} | {w.action for w in waiting}
         self.replays = 0
         self._line: list[Action] | None = None
-        self._undecided_at: list[int] | None = None
         # The proofs resume the tick with changes that differ a little: many of the placement
         # models a walk meets, the tick or another walk has solved. Copied from the tick's,
         # so that one explanation's models do not pile up in a state kept for the next.
@@ -120,8 +118,8 @@ class Replayer:
         target = patched.target
         touched = touches(patched, target)
         start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
-        undecided = self._undecided(state)
-        if bisect_left(undecided, target) - bisect_left(undecided, start) >= MOST_REDECIDED:
+        undecided = sum(1 for a in state.problem.actions[start:target] if a.id not in self.decided)
+        if undecided >= MOST_REDECIDED:
             return Replayed(False, False, "", [], [], finished=False)
         outcome = resume(
             state,
@@ -157,14 +155,6 @@ class Replayer:
             displaced=[ids[i].id for i in outcome.displaced],
             finished=outcome.finished,
         )
-
-    def _undecided(self, state: TickState) -> list[int]:
-        """Positions of the tick's line that `result` did not decide, in order."""
-        if self._undecided_at is None:
-            self._undecided_at = [
-                a.index for a in state.problem.actions if a.id not in self.decided
-            ]
-        return self._undecided_at
 
     def refused_ahead(self) -> list[Action]:
         """Actions ahead of this one in the line that the tick did not schedule, in order:

@@ -490,13 +490,13 @@ class Plan:
         """With `defer_room`, what the action holds of nodes is taken at the next `settle`,
         with every other deferred admission at once; caps and limits count it at once."""
         usage = self.usage[action.queue]
+        env = self.env_to_start(action)
         usage.held += self.charge_of(action)
         usage.admitted += 1
         usage.runs.add(action.run)
         items = self.items_to_place(action)
-        env = self.env_to_start(action)
         if placement is not None:
-            key = self.unit_key(action)
+            key: UnitKey = ("env", env) if env is not None else ("action", action.index)
             self._land(action.queue, items, placement, +1)
             if defer_room:
                 self.deferred.append((key, action.queue, items, placement))
@@ -529,8 +529,10 @@ class Plan:
         land on at `placement`: device caps count them."""
         usage = self.usage[queue_index]
         for item, (p, _) in zip(items, placement.spots, strict=True):
+            if item.device is not None or not item.gpus:
+                continue  # typed or no GPUs: charged by its request, wherever it lands
             device = self.problem.pools[p].device
-            if item.untyped and device is not None:
+            if device is not None:
                 usage.held = usage.held.plus(device, sign * item.gpus)
                 usage.untyped_landed[device] = (
                     usage.untyped_landed.get(device, 0) + sign * item.gpus
