@@ -32,6 +32,7 @@ import numpy as np
 
 from models.errors import ErrorCode
 from models.result import WaitReason
+from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
 from solver.placement.decide import (
     Decider,
@@ -61,6 +62,15 @@ class TickState:
     # the fleet's container shapes and its running work's charges, compiled once for all.
     worlds: CompileCache = field(default_factory=CompileCache)
     _ledgers: dict[int, Plan] = field(default_factory=dict)
+    _pending: tuple[Snapshot, list[Action]] | None = None
+
+    def pending(self, snapshot: Snapshot) -> list[Action]:
+        """The pending actions of `snapshot` (the one the tick compiled) in the order of its
+        line, kept for the last snapshot asked about: every explanation of the tick reads it."""
+        if self._pending is None or self._pending[0] is not snapshot:
+            by_id = {a.id: a for a in snapshot.actions}
+            self._pending = (snapshot, [by_id[a.id] for a in self.problem.actions])
+        return self._pending[1]
 
     def ledger_at(self, start: int, absent: frozenset[int] = frozenset()) -> Plan:
         """A plan of the tick's admissions ahead of `start` (none of `absent`), where the
