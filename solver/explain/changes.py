@@ -229,7 +229,8 @@ def _finish(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
     elif resource == FINISH_ACTIONS:
         gone = {a.id for a in sorted(running, key=lambda a: a.id)[:wanted]}
     else:
-        held = sorted(((charge(snapshot, a).amount(resource), a.id) for a in running), reverse=True)
+        amounts = [c.amount(resource) for c in charges(snapshot, running)]
+        held = sorted(zip(amounts, [a.id for a in running], strict=True), reverse=True)
         gone, freed = set(), 0
         for amount, held_by in held:
             if freed >= wanted or not amount:
@@ -240,15 +241,21 @@ def _finish(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
     return snapshot.model_copy(update={"actions": actions})
 
 
-def charge(snapshot: Snapshot, action: Action) -> ResourceVector:
-    """What a running action counts against its queue's caps (an untyped GPU under `gpu` and
-    under the device it landed on)."""
+def charges(snapshot: Snapshot, actions: list[Action]) -> list[ResourceVector]:
+    """What each running action counts against its queue's caps (an untyped GPU under `gpu`
+    and under the device it landed on)."""
     default = snapshot.settings.default_gpu_type
     pools = {
         (c.name, p.name): p.node.accelerator if p.node.accelerators else None
         for c in snapshot.clusters
         for p in c.node_pools
     }
+    return [_charge(action, pools, default) for action in actions]
+
+
+def _charge(
+    action: Action, pools: dict[tuple[str, str], str | None], default: str | None
+) -> ResourceVector:
     spots = {s.name: s for s in action.placement.containers} if action.placement else {}
     charged: dict[str, int] = {}
     for container in action.containers:

@@ -40,7 +40,7 @@ from models.snapshot import (
     Snapshot,
 )
 from solver.placement.plan import NodeAssignment, Plan
-from solver.placement.problem import ActionInfo, Problem, compile_snapshot
+from solver.placement.problem import ActionInfo, CompileCache, Problem, compile_snapshot
 
 HOLD_RESOURCE = "sluice.dev/explain-held-head"
 """A resource only the proof snapshot's held head asks for; its queue caps it below use."""
@@ -300,13 +300,17 @@ def proof_snapshot(snapshot: Snapshot, action_id: str, result: TickResult) -> Sn
 
 
 def freeze(
-    snapshot: Snapshot, action_id: str, result: TickResult, order: list[Action] | None = None
+    snapshot: Snapshot,
+    action_id: str,
+    result: TickResult,
+    order: list[Action] | None = None,
+    kept: CompileCache | None = None,
 ) -> Frozen:
     """The ledger form: compile the reduced world and place the admissions ahead (`order`
-    as for `read_line`)."""
+    as for `read_line`; `kept`: what earlier explanations of the fleet compiled)."""
     line = read_line(snapshot, action_id, result, order)
     world = _reduced(snapshot, line, fixed=False)
-    problem = compile_snapshot(world)
+    problem = compile_snapshot(world, kept)
     plan = Plan(problem)
     decisions = {a.id: d for a, d in line.admitted}
     cluster_index = {name: i for i, name in enumerate(problem.cluster_names)}

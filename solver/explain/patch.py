@@ -66,10 +66,14 @@ def patch(
     actions = list(base.actions)
     envs = list(base.envs)
     queue_of = {q.name: q.index for q in base.queues}
-    target = next(a for a in base.actions if a.id == action_id)
+    index = base.positions()
+    target = base.actions[index[action_id]]
     found = Patched(base, set(), set(), set(), frozenset(), set(), target.index)
-    # Settings are read off the changed snapshot compiled without any action: a few ms.
-    settings = compile_snapshot(_without_actions(changed, changed.environments))
+    # Settings are read off the changed snapshot compiled without any work: a few ms. Only a
+    # pool added takes running work from there (an environment placed on it); the other
+    # changes read settings and full scale, which running work leaves alone.
+    added = any(c.kind is ChangeKind.ADD_POOL for c in changes)
+    settings = compile_snapshot(_without_actions(changed, changed.environments if added else []))
     compiled_pool = {(p.cluster, p.name): p for p in settings.pools}
     pool_of = {(p.cluster, p.name): p.index for p in base.pools}
     cluster_of = {name: c for c, name in enumerate(base.cluster_names)}
@@ -120,7 +124,6 @@ def patch(
         again = [a for a in changed.actions if a.id in recompile]
         queued = [a.model_copy(update={"state": ActionState.QUEUED}) for a in again]
         fresh = compile_snapshot(_without_actions(changed, changed.environments, queued))
-        index = {a.id: a.index for a in base.actions}
         for info in fresh.actions:
             actions[index[info.id]] = replace(info, index=index[info.id])
             found.actions.add(index[info.id])
@@ -208,7 +211,7 @@ def _finish(
     gone = [a for a in snapshot.actions if a.id not in kept]
     running = [a for a in gone if a.state is ActionState.RUNNING]
     base = state.problem
-    index = {a.id: a.index for a in base.actions}
+    index = base.positions()
     absent = frozenset(index[a.id] for a in gone if a.id in index)
     for i in absent:
         found.queues.add(base.actions[i].queue)

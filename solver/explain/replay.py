@@ -170,8 +170,7 @@ class Replayer:
             if self.state is None:
                 self._line = global_order(self.snapshot)
             else:
-                by_id = {a.id: a for a in self.snapshot.actions}
-                self._line = [by_id[a.id] for a in self.state.problem.actions]
+                self._line = self.state.pending(self.snapshot)
         return self._line
 
 

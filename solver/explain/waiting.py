@@ -19,7 +19,7 @@ from models.quantity import format_quantity
 from models.resources import UNTYPED_GPU
 from models.result import ScheduledAction, TickResult, WaitReason
 from models.snapshot import Action, ActionState, Scheduling, Snapshot
-from solver.explain.changes import FINISH_ACTIONS, FINISH_RUNS, charge
+from solver.explain.changes import FINISH_ACTIONS, FINISH_RUNS, charges
 from solver.explain.core_model import Assumption, ExplainModel, Fix, Limit
 from solver.explain.frozen import as_running, freeze
 from solver.explain.replay import Proofs, Replayed, Replayer
@@ -36,7 +36,9 @@ def explain_waiting(
     snapshot: Snapshot, action_id: str, result: TickResult, replayer: Replayer
 ) -> Explanation:
     """`replayer` proves the suggestions: it re-runs the tick of `result`."""
-    frozen = freeze(snapshot, action_id, result, replayer.order())
+    # The worlds of one tick's explanations share its fleet and most of its running work.
+    worlds = replayer.state.worlds if replayer.state is not None else None
+    frozen = freeze(snapshot, action_id, result, replayer.order(), worlds)
     model = ExplainModel(frozen)
     words = _Words(model, result)
     waiting = next((w for w in result.waiting if w.action == action_id), None)
@@ -489,7 +491,7 @@ class _Words:
             a for a in frozen.world.actions if a.queue == self.name and a.state.value == "running"
         ]
         actions += [as_running(a, d) for a, d in frozen.line.admitted if a.queue == self.name]
-        return sum(charge(frozen.world, a).amount(str(assumption.subject)) for a in actions)
+        return sum(c.amount(str(assumption.subject)) for c in charges(frozen.world, actions))
 
 
 def _settings_words(changes: list[Change]) -> str:
@@ -549,7 +551,7 @@ class _Ladders:
     def _more(self, change: Change, came: list[Action]) -> int | None:
         """How much more of a cap or concurrency limit than the model's fix `came` take."""
         if change.kind is ChangeKind.RAISE_CAP:
-            return sum(charge(self.snapshot, a).amount(change.resource or "") for a in came)
+            return sum(c.amount(change.resource or "") for c in charges(self.snapshot, came))
         if change.kind is not ChangeKind.RAISE_LIMIT:
             return None
         if change.resource == "action_concurrency":
@@ -570,7 +572,7 @@ class _Ladders:
         match change.kind:
             case ChangeKind.RAISE_CAP:
                 resource, value = change.resource or "", int(change.value or 0)
-                steps = np.cumsum([charge(self.snapshot, a).amount(resource) for a in mine])
+                steps = np.cumsum([c.amount(resource) for c in charges(self.snapshot, mine)])
                 values = sorted({value, *(value + int(step) for step in steps)})
                 return [change.model_copy(update={"value": v}) for v in values]
             case ChangeKind.RAISE_LIMIT:
@@ -612,8 +614,9 @@ class _Ladders:
             ranked = [runs[run] for run in sorted(runs)]
             holds = [1] * len(ranked)
         else:
+            amounts = [c.amount(resource) for c in charges(self.snapshot, work)]
             pairs = sorted(
-                ((charge(self.snapshot, a).amount(resource), a.id, a) for a in work),
+                ((amount, a.id, a) for amount, a in zip(amounts, work, strict=True)),
                 key=lambda pair: (-pair[0], pair[1]),
             )
             ranked = [[a] for amount, _, a in pairs if amount]

@@ -490,13 +490,13 @@ class Plan:
         """With `defer_room`, what the action holds of nodes is taken at the next `settle`,
         with every other deferred admission at once; caps and limits count it at once."""
         usage = self.usage[action.queue]
+        env = self.env_to_start(action)
         usage.held += self.charge_of(action)
         usage.admitted += 1
         usage.runs.add(action.run)
         items = self.items_to_place(action)
-        env = self.env_to_start(action)
         if placement is not None:
-            key = self.unit_key(action)
+            key: UnitKey = ("env", env) if env is not None else ("action", action.index)
             self._land(action.queue, items, placement, +1)
             if defer_room:
                 self.deferred.append((key, action.queue, items, placement))
@@ -529,8 +529,10 @@ class Plan:
         land on at `placement`: device caps count them."""
         usage = self.usage[queue_index]
         for item, (p, _) in zip(items, placement.spots, strict=True):
+            if item.device is not None or not item.gpus:
+                continue  # typed or no GPUs: charged by its request, wherever it lands
             device = self.problem.pools[p].device
-            if item.untyped and device is not None:
+            if device is not None:
                 usage.held = usage.held.plus(device, sign * item.gpus)
                 usage.untyped_landed[device] = (
                     usage.untyped_landed.get(device, 0) + sign * item.gpus
@@ -597,27 +599,43 @@ class Plan:
         pools: list[int] = []
         slots: list[int] = []
         requests: list[np.ndarray] = []
+        queues = self.problem.queues
+        pool_units, node_units, stamps, top = (
+            self.pool_units, self.node_units, self.node_stamps, self.pool_top
+        )  # fmt: skip
         for key, q, items, placement in deferred:
-            queue = self.problem.queues[q]
-            for item, (p, slot) in zip(items, placement.spots, strict=True):
+            queue = queues[q]
+            for item, spot in zip(items, placement.spots, strict=True):
+                p = spot[0]
                 pools.append(p)
-                slots.append(slot)
+                slots.append(spot[1])
                 requests.append(item.request)
-                self.pool_units.setdefault(p, set()).add(key)
-                self.node_units.setdefault((p, slot), set()).add(key)
-                self.node_stamps[(p, slot)] = next(_STAMPS)
-                if p not in self.pool_top or self.pool_top[p][0] < queue.priority:
-                    self.pool_top[p] = (queue.priority, queue.name)
+                if p in pool_units:
+                    pool_units[p].add(key)
+                else:
+                    pool_units[p] = {key}
+                if spot in node_units:
+                    node_units[spot].add(key)
+                else:
+                    node_units[spot] = {key}
+                stamps[spot] = next(_STAMPS)
+                if p not in top or top[p][0] < queue.priority:
+                    top[p] = (queue.priority, queue.name)
         if not pools:
             return
         where = np.array(pools)
         nodes = np.array(slots)
         wanted = np.stack(requests)
         problem = self.problem
-        held = wanted * np.stack([problem.pools[p].declared for p in pools])
+        held = wanted * problem.pool_declared()[where]
         np.add.at(self.cluster_used, problem.pool_cluster[where], held)
-        for p in np.unique(where).tolist():
-            mine = where == p
+        # Each pool's entries at once, in their order: one stable sort instead of a mask of
+        # every entry per pool.
+        by_pool = np.argsort(where, kind="stable")
+        ranked = where[by_pool]
+        cuts = np.flatnonzero(ranked[1:] != ranked[:-1]) + 1
+        for mine in np.split(by_pool, cuts):
+            p = int(where[mine[0]])
             np.subtract.at(self.free[p], nodes[mine], wanted[mine])
             self.opened[p][nodes[mine]] = True
             self.max_free[p] = self.free[p].max(axis=0)

@@ -182,12 +182,22 @@ class Problem:
     _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
     _full_scale: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
     _unit_shapes: dict[int, UnitShape] = field(default_factory=dict)
+    _positions: dict[str, int] = field(default_factory=dict)
+    _declared: list[np.ndarray] = field(default_factory=list)
 
     def changed(self, **fields: Any) -> Problem:
         """A copy with `fields` replaced and its caches empty: what they hold depends on the
         pools and requests, which a change may touch (every copy goes through here, so a new
         cache is reset in one place)."""
-        return replace(self, **fields, _base_fit={}, _full_scale={}, _unit_shapes={})
+        return replace(
+            self,
+            **fields,
+            _base_fit={},
+            _full_scale={},
+            _unit_shapes={},
+            _positions={},
+            _declared=[],
+        )
 
     def unit_shape(self, items: list[Item]) -> UnitShape:
         """What the list of containers asks as a whole, by the list's identity."""
@@ -210,6 +220,22 @@ class Problem:
         )
         self._unit_shapes[id(items)] = shape
         return shape
+
+    def pool_declared(self) -> np.ndarray:
+        """Every pool's `declared` mask, one row a pool."""
+        if not self._declared:
+            rows = [pool.declared for pool in self.pools]
+            self._declared.append(
+                np.stack(rows) if rows else np.zeros((0, len(self.dims)), dtype=np.int64)
+            )
+        return self._declared[0]
+
+    def positions(self) -> dict[str, int]:
+        """Each pending action's index by its id: made once per problem, for the proofs
+        that patch a tick's problem again and again (solver.explain.patch)."""
+        if not self._positions and self.actions:
+            self._positions = {a.id: a.index for a in self.actions}
+        return self._positions
 
     def unrepresentable(self, action: ActionInfo) -> str | None:
         """Why the action, or the environment it would start, cannot be compiled."""

@@ -32,6 +32,7 @@ import numpy as np
 
 from models.errors import ErrorCode
 from models.result import WaitReason
+from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
 from solver.placement.decide import (
     Decider,
@@ -42,7 +43,7 @@ from solver.placement.decide import (
 )
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal, Spot
-from solver.placement.problem import ActionInfo, Problem
+from solver.placement.problem import ActionInfo, CompileCache, Problem
 
 ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
 TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
@@ -57,7 +58,19 @@ class TickState:
     plan: Plan  # the tick's answer: admissions where it put them
     refusals: dict[int, Refusal]  # every pending action neither admitted nor failed
     answers: ModelAnswers = field(default_factory=dict)  # its placement models' (Decider)
+    # What explanations of this tick compile of the worlds they freeze (solver.explain.frozen):
+    # the fleet's container shapes and its running work's charges, compiled once for all.
+    worlds: CompileCache = field(default_factory=CompileCache)
     _ledgers: dict[int, Plan] = field(default_factory=dict)
+    _pending: tuple[Snapshot, list[Action]] | None = None
+
+    def pending(self, snapshot: Snapshot) -> list[Action]:
+        """The pending actions of `snapshot` (the one the tick compiled) in the order of its
+        line, kept for the last snapshot asked about: every explanation of the tick reads it."""
+        if self._pending is None or self._pending[0] is not snapshot:
+            by_id = {a.id: a for a in snapshot.actions}
+            self._pending = (snapshot, [by_id[a.id] for a in self.problem.actions])
+        return self._pending[1]
 
     def ledger_at(self, start: int, absent: frozenset[int] = frozenset()) -> Plan:
         """A plan of the tick's admissions ahead of `start` (none of `absent`), where the
@@ -128,9 +141,9 @@ def resume(
     rejudged = [
         a
         for a in line.actions[start:]
-        if a.index not in absent
+        if (a.index in state.failures or a.index in compiled)
+        and a.index not in absent
         and touched(a)
-        and (a.index in state.failures or a.index in compiled)
     ]
     failures = {
         i: f
