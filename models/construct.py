@@ -2,7 +2,8 @@
 
 For the two places that make a model per row of a large line: an Arrow snapshot's rows, whose
 every rule was checked column-wise (models.arrow.decode), and a tick's result, whose values
-the engine made (solver.placement.decode).
+the engine made (solver.placement.decode). And, for decodes that do validate many models
+that will live on (a tick's result and forecasts in the server), `collections_deferred`.
 """
 
 from __future__ import annotations
