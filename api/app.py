@@ -37,6 +37,7 @@ from api.solver_process import start_solves
 from api.store.backends import shown_target
 from api.store.records import Retention, Store
 from api.store.sql_store import SqlStore
+from api.submissions import GroupCommit
 from api.tick_work import HeadExplaining, TickFn, service_forecast, solver_tick, worker_ready
 from api.ticker import TickLoop
 from api.web import routes as web
@@ -67,6 +68,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.store = store or await asyncio.to_thread(SqlStore, settings.database)
+        app.state.submissions = GroupCommit(app.state.store)
         # Explanations get the service's model budget and no wall-clock guard, so their
         # answers do not depend on the load.
         explain_options = TickOptions(time_limit_s=settings.time_limit_s)

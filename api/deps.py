@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from api.auth import Principal
 from api.store.records import Listing, Order, Store
+from api.submissions import GroupCommit
 from api.ticker import TickLoop
 from models.errors import InternalError, InvalidInput, NotFound
 from models.fields import Timestamp
@@ -46,6 +47,10 @@ _bearer = HTTPBearer(auto_error=False, description="A token from the server's au
 
 async def get_store(request: Request) -> Store:
     return request.app.state.store
+
+
+async def get_submissions(request: Request) -> GroupCommit:
+    return request.app.state.submissions
 
 
 async def get_ticker(request: Request) -> TickLoop:
@@ -195,6 +200,7 @@ NEXT_PAGE_RESPONSE: dict[int | str, dict[str, Any]] = {
 }
 
 StoreDep = Annotated[Store, Depends(get_store)]
+SubmissionsDep = Annotated[GroupCommit, Depends(get_submissions)]
 TickerDep = Annotated[TickLoop, Depends(get_ticker)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 ListingDep = Annotated[Listing, Depends(get_listing)]

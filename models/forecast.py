@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from models.construct import collections_deferred
 from models.fields import Timestamp
 from models.result import LINE_ENTRIES
 from models.snapshot import Action
@@ -50,8 +51,9 @@ def forecast_lines(forecasts: dict[str, StartForecast]) -> list[bytes]:
 def read_forecast_lines(lines: Sequence[bytes | str]) -> dict[str, StartForecast]:
     """What `forecast_lines` split (a whole object is one line of it)."""
     forecasts: dict[str, StartForecast] = {}
-    for line in lines:
-        forecasts.update(_BY_ACTION.validate_json(line))
+    with collections_deferred():
+        for line in lines:
+            forecasts.update(_BY_ACTION.validate_json(line))
     return forecasts
 
 

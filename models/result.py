@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from models.construct import collections_deferred
 from models.errors import ErrorCode
 from models.fields import Timestamp
 from models.quota_result import QuotaTickResult
@@ -165,10 +166,11 @@ def split_result(result: TickResult) -> tuple[TickResult, list[bytes]]:
 def join_result(rest: TickResult, parts: Sequence[bytes | str]) -> TickResult:
     """The result `split_result` split, a line at a time; `rest` may hold entries already."""
     scheduled, waiting = list(rest.scheduled), list(rest.waiting)
-    for line in parts:
-        part = ResultPart.model_validate_json(line)
-        scheduled += part.scheduled
-        waiting += part.waiting
+    with collections_deferred():
+        for line in parts:
+            part = ResultPart.model_validate_json(line)
+            scheduled += part.scheduled
+            waiting += part.waiting
     return rest.model_copy(update={"scheduled": scheduled, "waiting": waiting})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from api.deps import (
     ListingDep,
     PrincipalDep,
     StoreDep,
+    SubmissionsDep,
     TickerDep,
     created,
     json_reply,
@@ -30,7 +32,7 @@ from api.schemas.actions import (
     Moved,
 )
 from api.schemas.common import ExecutorReport
-from api.store.records import ActionRecord, Phase, Routing, Store
+from api.store.records import ActionRecord, Phase, Routing, Store, Submission
 from api.views import action_view
 from models.errors import InvalidInput
 from models.snapshot import Action, Snapshot
@@ -41,7 +43,7 @@ router = APIRouter(prefix="/actions", tags=["actions"])
 
 def _route(
     submissions: list[ActionSubmit], store: Store, who: Principal, now: datetime
-) -> tuple[list[Action], Routing]:
+) -> Submission:
     """Each submission's action on its resolved queue (invocation > run > task > environment
     > default, models.tasks.resolve_queue), rights checked on that queue. A run's queue is
     the one a submission of this batch gives it, else the one it was created with."""
@@ -94,7 +96,7 @@ def _route(
         action = submission.to_action(now, queue, task, where)
         actions.append(action)
         sources[action.id] = source
-    return actions, Routing(sources=sources, run_queues=given)
+    return Submission(actions, Routing(sources=sources, run_queues=given))
 
 
 @router.post(
@@ -103,18 +105,19 @@ def _route(
     response_model=ActionPublic,
     responses=error_responses(403, 404, 409, 429),
 )
-def submit_action(
-    body: ActionSubmit, store: StoreDep, ticker: TickerDep, who: PrincipalDep
+async def submit_action(
+    body: ActionSubmit, submissions: SubmissionsDep, ticker: TickerDep, who: PrincipalDep
 ) -> Response:
     """Queue one action. The reply comes once it is on disk.
 
     A full queue answers 429 RESOURCE_EXHAUSTED at once; a draining queue
     QUEUE_DRAINING; an unknown queue NOT_FOUND. Without a queue it goes where its run, task
     or environment routes it, or else to the default queue (`queue_source` says which)."""
-    actions, routing = _route([body], store, who, datetime.now(UTC))
-    store.submit(actions, routing)
-    (action,) = actions
-    view = action_view(ActionRecord.submitted(action, routing.sources[action.id]), ticker)
+    stored = await submissions.submit(
+        functools.partial(_route, [body], submissions.store, who, datetime.now(UTC))
+    )
+    (action,) = stored.actions
+    view = action_view(ActionRecord.submitted(action, stored.routing.sources[action.id]), ticker)
     reply = json_reply(view)
     created(reply, "actions", action.id)
     return reply
@@ -126,11 +129,14 @@ def submit_action(
     response_model=BatchAccepted,
     responses=error_responses(403, 404, 409, 429),
 )
-def submit_batch(body: ActionBatch, store: StoreDep, who: PrincipalDep) -> Response:
+async def submit_batch(
+    body: ActionBatch, submissions: SubmissionsDep, who: PrincipalDep
+) -> Response:
     """Queue many actions, all or none, in arrival order; each routed as `POST /actions`."""
-    actions, routing = _route(body.actions, store, who, datetime.now(UTC))
-    store.submit(actions, routing)
-    accepted = BatchAccepted(ids=[action.id for action in actions])
+    stored = await submissions.submit(
+        functools.partial(_route, body.actions, submissions.store, who, datetime.now(UTC))
+    )
+    accepted = BatchAccepted(ids=[action.id for action in stored.actions])
     return json_reply(accepted, status.HTTP_201_CREATED)
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
-from models.errors import ErrorCode, FailedPrecondition
+from models.errors import ErrorCode, FailedPrecondition, SluiceError
 from models.explanation import Explanation
 from models.forecast import FinishedRun, StartForecast
 from models.quota import (
@@ -170,6 +170,14 @@ class Routing:
 
 
 NOT_ROUTED = Routing()
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One submission's actions, stored all or none, and how their queues were chosen."""
+
+    actions: list[Action]
+    routing: Routing = NOT_ROUTED
 
 
 @dataclass(frozen=True)
@@ -453,6 +461,7 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
     def stop_idle_environments(self, now: datetime, *, epoch: int | None = None) -> list[str]: ...
 
     def submit(self, actions: list[Action], routing: Routing = NOT_ROUTED) -> None: ...
+    def submit_together(self, submissions: list[Submission]) -> list[SluiceError | None]: ...
     def get_action(self, action_id: str) -> ActionRecord: ...
     def list_actions(
         self,

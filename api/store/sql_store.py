@@ -24,7 +24,7 @@ from api.store.actions import SqlActions, queue_body
 from api.store.job_queues import SqlJobQueues
 from api.store.leadership import SqlLeadership
 from api.store.migrations import migrate
-from api.store.records import NOT_ROUTED, Routing
+from api.store.records import NOT_ROUTED, Routing, Submission
 from api.store.retention import SqlRetention
 from api.store.tasks import SqlTasks
 from api.store.tick_io import SqlTickIO
@@ -39,8 +39,7 @@ log = logging.getLogger("sluice.store")
 class _Ticket:
     """One caller's submission waiting for the next group commit."""
 
-    actions: list[Action]
-    routing: Routing
+    submission: Submission
     done: bool = False
     error: SluiceError | None = None
 
@@ -87,22 +86,28 @@ class SqlStore(
 
     def submit(self, actions: list[Action], routing: Routing = NOT_ROUTED) -> None:
         """Store `actions` durably, all or none, with how their queues were chosen; return only
-        once they are on disk.
+        once they are on disk."""
+        (error,) = self.submit_together([Submission(actions, routing)])
+        if error is not None:
+            raise error
 
-        Callers on other threads that submit at the same time share one COMMIT:
-        whoever gets the write lock commits every ticket pending by then, each in
-        its own savepoint so one rejected batch does not undo another.
+    def submit_together(self, submissions: list[Submission]) -> list[SluiceError | None]:
+        """Store each submission durably, all or none; return once every one is on disk (or
+        refused), with each one's refusal (None: stored).
+
+        These and the submissions other threads make at the same time share one COMMIT:
+        whoever gets the write lock commits every ticket pending by then, each in its own
+        savepoint so one rejected submission does not undo another.
         """
-        ticket = _Ticket(actions, routing)
+        mine = [_Ticket(submission) for submission in submissions]
         with self._pending_lock:
-            self._pending.append(ticket)
+            self._pending += mine
         with self._write_lock:
-            if not ticket.done:
+            if not all(ticket.done for ticket in mine):
                 with self._pending_lock:
                     tickets, self._pending = self._pending, []
                 self._commit_tickets(tickets)
-        if ticket.error is not None:
-            raise ticket.error
+        return [ticket.error for ticket in mine]
 
     def _commit_tickets(self, tickets: list[_Ticket]) -> None:
         try:
@@ -110,9 +115,10 @@ class SqlStore(
                 for ticket in tickets:
                     conn.execute("SAVEPOINT submission")
                     try:
-                        self._insert_actions(conn, ticket.actions)
+                        submission = ticket.submission
+                        self._insert_actions(conn, submission.actions)
                         self._record_routing(
-                            conn, ticket.routing.sources, ticket.routing.run_queues
+                            conn, submission.routing.sources, submission.routing.run_queues
                         )
                     except SluiceError as error:
                         conn.execute("ROLLBACK TO submission")
@@ -126,5 +132,5 @@ class SqlStore(
                 ticket.error = ticket.error or failure
         for ticket in tickets:
             if ticket.error is None:
-                self._live_actions.remember(ticket.actions)
+                self._live_actions.remember(ticket.submission.actions)
             ticket.done = True

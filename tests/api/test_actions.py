@@ -3,7 +3,10 @@ executor reports, cancel, infeasible and expired actions, reusable environments.
 
 from __future__ import annotations
 
+import asyncio
 import time
+
+import httpx
 
 from tests.support.service import Service
 
@@ -39,6 +42,41 @@ def test_full_queue_rejects_at_once_with_resource_exhausted(svc: Service) -> Non
     # A finished action leaves the depth: in flight plus waiting is what counts.
     svc.ok("POST", "/actions/b1/cancel")
     svc.ok("POST", "/actions", _action("b4", "backfill"), status=201)
+
+
+def test_concurrent_submissions_each_get_their_own_answer(svc: Service) -> None:
+    """Seed: "When a queue is full, new submissions are rejected immediately with a
+    RESOURCE_EXHAUSTED error rather than queueing forever." Submissions arriving together
+    share commits; each is accepted or refused on its own: 30 at a queue of depth 10, among
+    a batch and single actions to a queue that does not exist and a taken id."""
+    svc.ok("POST", "/queues", {"name": "narrow", "depth": 10}, status=201)
+    svc.ok("POST", "/actions", _action("taken"), status=201)
+    bodies = [("/actions", _action(f"n{i}", "narrow")) for i in range(30)]
+    bodies[5:5] = [("/actions", _action("lost", "nowhere")), ("/actions", _action("taken"))]
+    bodies.append(("/actions/batch", {"actions": [_action("b1"), _action("b2")]}))
+
+    async def post_all() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=svc.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            return await asyncio.gather(*(http.post(path, json=body) for path, body in bodies))
+
+    answers = svc.http.portal.call(post_all)
+    assert [(a.status_code, a.json()["code"]) for a in answers[5:7]] == [
+        (404, "NOT_FOUND"),
+        (409, "ALREADY_EXISTS"),
+    ]
+    assert (answers[-1].status_code, answers[-1].json()) == (201, {"ids": ["b1", "b2"]})
+    narrow = [
+        (a, body["id"])
+        for a, (_, body) in zip(answers, bodies, strict=True)
+        if body.get("queue") == "narrow"
+    ]
+    accepted = [sent for answer, sent in narrow if answer.status_code == 201]
+    assert all(answer.json()["id"] == sent for answer, sent in narrow if answer.status_code == 201)
+    refused = [answer.json()["code"] for answer, _ in narrow if answer.status_code != 201]
+    assert (len(accepted), refused) == (10, ["RESOURCE_EXHAUSTED"] * 20)
+    listed = svc.ok("GET", "/actions?queue=narrow")
+    assert sorted(action["id"] for action in listed) == sorted(accepted)
 
 
 def test_a_batch_is_all_or_none(svc: Service) -> None:
