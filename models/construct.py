@@ -2,8 +2,9 @@
 
 For the two places that make a model per row of a large line: an Arrow snapshot's rows, whose
 every rule was checked column-wise (models.arrow.decode), and a tick's result, whose values
-the engine made (solver.placement.decode). And, for decodes that do validate many models
-that will live on (a tick's result and forecasts in the server), `collections_deferred`.
+the engine made (solver.placement.decode). And `collections_deferred`, for blocks that make
+many objects and no cycles worth collecting: a tick, an explanation, an Arrow build, and the
+server's decodes of a tick's result and forecasts, which validate many models that live on.
 """
 
 from __future__ import annotations
@@ -87,8 +88,9 @@ def _row_dict(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
 
 @contextmanager
 def collections_deferred() -> Iterator[None]:
-    """No garbage collection while the block makes many models that will live on (a tick's
-    result or forecasts, decoded in a process that keeps them).
+    """No garbage collection while the block makes many objects and no cycles worth
+    collecting (a tick's working state, or models that live on: a result or forecasts
+    decoded in a process that keeps them).
 
     Each 700 new objects start a collection of the youngest, and every tenth of those one of
     the middle generation; a block that adds 100,000 long-lived objects thus ran about 140

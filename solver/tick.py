@@ -8,10 +8,10 @@ the model is kept to the few actions where that is in doubt.
 
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import dataclass
 
+from models.construct import collections_deferred
 from models.result import SolverInfo, SolverStatus, TickResult
 from models.snapshot import Snapshot
 from solver.placement.best_fit import best_fit_pass, over_depth, strict_heads
@@ -71,13 +71,8 @@ def _collecting_later(
     # A tick makes many short-lived objects and no cycles worth collecting; without this the
     # collector walks the snapshot's large object graph again and again (measured: up to 15%
     # of a 10,000-action tick).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collections_deferred():
         return _tick(snapshot, options or TickOptions(), kept, answers)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _tick(

@@ -13,7 +13,6 @@ Rows count from 0, as in pyarrow and pandas.
 from __future__ import annotations
 
 import dataclasses
-import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise, repeat
@@ -34,7 +33,7 @@ from models.arrow.schema import (
     SNAPSHOT_VERSION_KEY,
     TABLES_OF_VERSION,
 )
-from models.construct import trusted_models
+from models.construct import collections_deferred, trusted_models
 from models.devices import AcceleratorRequest, parse_device
 from models.errors import InvalidInput
 from models.limits import (
@@ -815,13 +814,8 @@ def _build(checked: _Checked) -> Snapshot:
     # Building creates a few objects per row and no reference cycles; the cyclic collector
     # would scan the growing heap again and again (it doubles the build time of 100,000
     # actions), so it pauses until the snapshot is built.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collections_deferred():
         return _models(checked)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _models(checked: _Checked) -> Snapshot:

@@ -18,9 +18,9 @@ its refusals matter. Every suggestion is proven by re-running the tick with it
 
 from __future__ import annotations
 
-import gc
 from datetime import datetime
 
+from models.construct import collections_deferred
 from models.errors import ErrorCode, NotFound
 from models.explanation import Explanation, ExplanationState
 from models.result import TickResult
@@ -44,13 +44,8 @@ def explain(
     proofs resume from; without it, it is rebuilt from `result` when a proof needs it."""
     # As in solver.tick: replays make many short-lived objects and no cycles worth
     # collecting, and a collection walks the whole snapshot's object graph each time.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collections_deferred():
         return _explain(snapshot, action_id, result, options, state)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _explain(
