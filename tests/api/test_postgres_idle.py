@@ -14,9 +14,10 @@ IDLE_S = IDLE_IN_TRANSACTION_S + 1.0
 
 
 def test_an_idle_write_is_ended_and_an_idle_read_is_not(postgres_database: str) -> None:
-    """Issue 13: "a paused or partitioned ex-leader can never" hold the others back; the
-    write lock it held is free again within the write limit, while a read left idle for as
-    long still answers."""
+    """Issue 13: "Partition test: pause the leader (SIGSTOP) long enough for its lease to
+    pass, let another replica tick, resume it". A replica paused inside a write holds every
+    replica's write lock: it is free again within the write limit, while a read left idle for
+    as long still answers (a disk stall must not end it)."""
     assert IDLE_S < IDLE_IN_READ_S
     backend = open_backend(fresh_schema(postgres_database))
     try:
