@@ -90,7 +90,7 @@ def placement_may_lift(plan: Plan, action: ActionInfo, refusal: Refusal) -> bool
     """A device cap charged by untyped GPUs placed this tick may clear if they move elsewhere."""
     if refusal.reason is not WaitReason.QUEUE_CAP or refusal.resource is None:
         return False
-    return plan.usage[action.queue].untyped_landed.get(refusal.resource, 0) > 0
+    return plan.untyped_landed(action.queue, refusal.resource) > 0
 
 
 def over_depth(problem: Problem, failures: dict[int, Failure]) -> set[int]:
