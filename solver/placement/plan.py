@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from solver.placement.room import (
     name_id,
     name_of,
 )
+
+if TYPE_CHECKING:
+    from solver.placement.room import Found
 
 Spot = tuple[int, int]  # (pool index, node index)
 UnitKey = tuple[str, int]  # ("action", action index) or ("env", environment index)
@@ -205,9 +209,11 @@ class Plan:
         found = self.room.refusal(
             action.queue, action.run, self.usage[action.queue].runs, demand, device_caps
         )
-        return None if found is None else self._refusal(action.queue, found, demand)
+        return None if found is None else self.refusal_in_words(action.queue, found, demand)
 
-    def _refusal(self, queue_index: int, found: tuple[int, ...], demand: ResourceVector) -> Refusal:
+    def refusal_in_words(
+        self, queue_index: int, found: tuple[int, ...], demand: ResourceVector
+    ) -> Refusal:
         """The words of what the ledger found (solver.placement.room.RoomLedger.refusal)."""
         code = found[0]
         amount = demand.amount(name_of(found[1])) if code == CAP else 0
@@ -375,6 +381,7 @@ class Plan:
         )
         self.room.room_returns[:] = returns
         self.room.admitted[:] = room.admitted
+        self.room.env_started[:] = room.env_started
         names = room.untyped_on.shape[0]
         self.room.untyped_on[:names] = room.untyped_on
         self.room.untyped_landed[:, :names] = room.untyped_landed
@@ -391,20 +398,45 @@ class Plan:
     ) -> None:
         """With `defer_room`, what the action holds of nodes is taken at the next `settle`,
         with every other deferred admission at once; caps and limits count it at once."""
+        pools = nodes = None
+        if placement is not None:
+            pools = [p for p, _ in placement.spots]
+            nodes = [node for _, node in placement.spots]
+        self.room.admit(
+            action.queue,
+            action.run,
+            self.usage[action.queue].runs,
+            self.items_to_place(action),
+            self.charge_of(action),
+            pools,
+            nodes,
+            self.env_to_start(action),
+            not defer_room,
+        )
+        self._record(action, placement, defer_room)
+
+    def record(self, admitted: list[tuple[ActionInfo, Found | None]]) -> None:
+        """Record who sits where after the ledger admitted these, in order (RoomLedger.walk_line
+        counted their numbers)."""
+        for action, found in admitted:
+            self._record(action, _assignment(found), False)
+
+    def _record(
+        self, action: ActionInfo, placement: NodeAssignment | None, defer_room: bool
+    ) -> None:
+        """An admission as results report it: what its queue holds, its run, where it sits."""
         usage = self.usage[action.queue]
         env = self.env_to_start(action)
-        charge = self.charge_of(action)
-        usage.held += charge
-        self.room.charge(action.queue, charge, +1)
+        usage.held += self.charge_of(action)
         usage.runs.add(action.run)
-        items = self.items_to_place(action)
         if placement is not None:
             key: UnitKey = ("env", env) if env is not None else ("action", action.index)
-            self._land(action.queue, items, placement, +1)
+            items = self.items_to_place(action)
+            self._report_landing(action.queue, items, placement, +1)
             if defer_room:
                 self.deferred.append((key, action.queue, items, placement))
             else:
-                self._take_room(key, action.queue, items, placement, +1)
+                self._place_unit(key, action.queue, placement, +1)
         if env is not None:
             assert placement is not None, "a pool starts where it is placed"
             self.env_started[env] = placement
@@ -430,15 +462,21 @@ class Plan:
     ) -> None:
         """Charge (sign +1) or give back (-1) the untyped GPUs of `items` to the devices they
         land on at `placement`: device caps count them."""
+        self._report_landing(queue_index, items, placement, sign)
+        self.room.land(queue_index, items, [p for p, _ in placement.spots], sign)
+
+    def _report_landing(
+        self, queue_index: int, items: list[Item], placement: NodeAssignment, sign: int
+    ) -> None:
+        """The untyped GPUs of `items` in their queue's reported use, by the device they land
+        on (the ledger counts them for the caps)."""
         usage = self.usage[queue_index]
-        pools = [p for p, _ in placement.spots]
-        for item, p in zip(items, pools, strict=True):
+        for item, (p, _) in zip(items, placement.spots, strict=True):
             if item.device is not None or not item.gpus:
                 continue  # typed or no GPUs: charged by its request, wherever it lands
             device = self.problem.pools[p].device
             if device is not None:
                 usage.held = usage.held.plus(device, sign * item.gpus)
-        self.room.land(queue_index, items, pools, sign)
 
     def _take_room(
         self,
@@ -504,7 +542,7 @@ class Plan:
         self.room.refresh(sorted(pools), sorted(clusters))
 
 
-def _assignment(found: tuple[int, list[int], list[int]] | None) -> NodeAssignment | None:
+def _assignment(found: Found | None) -> NodeAssignment | None:
     """A placement as the ledger finds it: (cluster, each container's pool, and node)."""
     if found is None:
         return None

@@ -1,13 +1,14 @@
 """Types of the compiled ledger (room.pyx), for mypy: what Python code may call."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import numpy as np
 
 from models.resources import ResourceVector
+from solver.placement.best_fit import PassVerdicts, PassWords
 from solver.placement.landing import LandingOrder
-from solver.placement.problem import Item, Problem
+from solver.placement.problem import ActionInfo, EnvInfo, Item, Problem
 
 SATURATED: int
 RUN_LIMIT: int
@@ -54,6 +55,7 @@ class RoomLedger:
     held: np.ndarray
     untyped_landed: np.ndarray
     admitted: np.ndarray
+    env_started: np.ndarray
     no_fit: dict[Any, np.ndarray]
     landing: LandingOrder
     def __init__(
@@ -88,6 +90,18 @@ class RoomLedger:
     def best_placement(
         self, queue: int, items: list[Item], demand: ResourceVector
     ) -> Found | None: ...
+    def admit(
+        self,
+        queue: int,
+        run: str,
+        runs: set[str],
+        items: list[Item],
+        demand: ResourceVector,
+        pools: Sequence[int] | None,
+        nodes: Sequence[int] | None,
+        env: int | None,
+        take: bool,
+    ) -> None: ...
     def charge(self, queue: int, demand: ResourceVector, sign: int) -> None: ...
     def land(self, queue: int, items: list[Item], pools: Sequence[int], sign: int) -> None: ...
     def take_room(
@@ -102,3 +116,14 @@ class RoomLedger:
         self, items: list[Item], pools: Sequence[int], nodes: Sequence[int], sign: int
     ) -> None: ...
     def refresh(self, pools: Sequence[int], clusters: Sequence[int]) -> None: ...
+    def walk_line(
+        self,
+        actions: Sequence[ActionInfo],
+        envs: Sequence[EnvInfo],
+        runs_of: Sequence[set[str]],
+        failures: Container[int],
+        over_depth: Container[int],
+        outcome: PassVerdicts,
+        words: PassWords,
+        empty: ResourceVector,
+    ) -> list[tuple[ActionInfo, Found | None]]: ...

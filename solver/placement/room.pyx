@@ -225,6 +225,8 @@ cdef class Fleet:
     cdef uint8_t[::1] device  # per name number: a device's name (caps of devices)
     cdef uint8_t[::1] whole_nvidia  # per name number: a whole NVIDIA GPU model
     cdef uint8_t[::1] kind_present  # per name number: some pool of the fleet has that kind
+    cdef uint8_t[::1] strict  # per queue: strict_fifo
+    cdef uint8_t[::1] env_running  # per reusable environment: running before the tick
     cdef readonly Rows rows
 
     def __init__(self, problem, Rows rows, is_device, is_whole_nvidia):
@@ -272,6 +274,8 @@ cdef class Fleet:
             dtype=np.int64,
         )
         self.running = np.array([qi.running for qi in problem.queues], dtype=np.int64)
+        self.strict = np.array([qi.strict for qi in problem.queues], dtype=np.uint8)
+        self.env_running = np.array([e.running for e in problem.envs], dtype=np.uint8)
         flags = np.zeros((3, self.names), dtype=np.uint8)
         for name, k in _NAMES.items():
             if k < self.names:
@@ -296,6 +300,7 @@ cdef class RoomLedger:
     cdef readonly bint first_fit
     cdef readonly object free_rows, opened_rows, max_free, room_returns, cluster_used
     cdef readonly object loads, kind_free, untyped_on, held, untyped_landed, admitted
+    cdef readonly object env_started  # per reusable environment: started by this tick
     cdef int64_t[:, ::1] free
     cdef uint8_t[::1] opened
     cdef int64_t[:, ::1] mfree
@@ -307,6 +312,7 @@ cdef class RoomLedger:
     cdef int64_t[:, ::1] use
     cdef int64_t[:, ::1] landed
     cdef int64_t[::1] count
+    cdef uint8_t[::1] started
     cdef readonly dict no_fit  # (queue, pool key) -> rows of requests best-fit found no room for
     cdef dict landing_order  # id(pools) -> (pools, the order untyped containers try them)
     cdef readonly object landing  # solver.placement.landing.LandingOrder
@@ -357,6 +363,8 @@ cdef class RoomLedger:
         self.landed = self.untyped_landed
         self.admitted = np.zeros(fleet.queues, dtype=np.int64)
         self.count = self.admitted
+        self.env_started = np.zeros(fleet.env_running.shape[0], dtype=np.uint8)
+        self.started = self.env_started
         self.no_fit = {}
         self.landing_order = {}
         self._size_scratch(4)
@@ -378,6 +386,7 @@ cdef class RoomLedger:
         new.untyped_on = self.untyped_on.copy()
         new.untyped_landed = self.untyped_landed.copy()
         new.admitted = self.admitted.copy()
+        new.env_started = self.env_started.copy()
         new.free = new.free_rows
         new.opened = new.opened_rows.view(np.uint8)
         new.cused = new.cluster_used
@@ -389,6 +398,7 @@ cdef class RoomLedger:
         new.uon = new.untyped_on
         new.landed = new.untyped_landed
         new.count = new.admitted
+        new.started = new.env_started
         new.no_fit = dict(self.no_fit)
         new.max_memory = self.max_memory
         if landing is None or landing is self.landing:
@@ -417,15 +427,20 @@ cdef class RoomLedger:
         """The first limit or cap admitting a unit of `demand` for `run` breaks now:
         None, or (RUN_LIMIT, runs active), (ACTION_LIMIT, actions in flight) or (CAP, name
         number, the queue's use of it)."""
+        return self._refusal(queue, run, runs, self.fleet.rows.charge(demand), device_caps)
+
+    cdef object _refusal(
+        self, Py_ssize_t queue, run, set runs, ChargeRows charge, bint device_caps=True
+    ):
         cdef Fleet fleet = self.fleet
         cdef int64_t limit = fleet.run_limit[queue]
-        if limit != NO_CAP and run not in runs and <int64_t>len(runs) >= limit:
+        if limit != NO_CAP and <int64_t>len(runs) >= limit and run not in runs:
             return (RUN_LIMIT, len(runs))
         cdef int64_t in_flight = fleet.running[queue] + self.count[queue]
         limit = fleet.action_limit[queue]
         if limit != NO_CAP and in_flight >= limit:
             return (ACTION_LIMIT, in_flight)
-        return self._cap_refusal(queue, self.fleet.rows.charge(demand), device_caps)
+        return self._cap_refusal(queue, charge, device_caps)
 
     def cap_refusal(self, Py_ssize_t queue, demand, bint device_caps=True):
         """The first cap a unit of `demand` breaks: None or (CAP, name number, use)."""
@@ -490,10 +505,14 @@ cdef class RoomLedger:
         already found no room (remembered until room comes back): (cluster, pools, nodes)
         or None. `demand` is what the unit adds to its queue's device caps besides the
         untyped GPUs it lands."""
-        cdef UnitRows rows = self.fleet.rows.unit(items)
+        return self._find_placement(
+            queue, self.fleet.rows.unit(items), self.fleet.rows.charge(demand)
+        )
+
+    cdef object _find_placement(self, Py_ssize_t queue, UnitRows rows, ChargeRows charge):
         if self._remembered_no_fit(queue, rows):
             return None
-        found = self._best_placement(queue, rows, self.fleet.rows.charge(demand))
+        found = self._best_placement(queue, rows, charge)
         if found is None:
             self._remember_no_fit(queue, rows)
         return found
@@ -681,10 +700,35 @@ cdef class RoomLedger:
 
     # -- taking and giving back ---------------------------------------------------------
 
+    def admit(self, Py_ssize_t queue, run, set runs, items, demand, pools, nodes, env, bint take):
+        """Count an admission: its demand and a slot in its queue, its run, the untyped GPUs
+        it lands (at `pools`, when placed), its room (with `take`; else Plan.settle takes it
+        later), and the reusable pool it starts (`env`, or None)."""
+        cdef UnitRows rows = None
+        if pools is not None:
+            rows = self.fleet.rows.unit(items)
+            self._set_spots(rows, pools, nodes)
+        self._admit(queue, run, runs, rows, self.fleet.rows.charge(demand), -1 if env is None else env)
+        if rows is not None and take:
+            self._take_rows(rows, +1, True)
+
+    cdef void _admit(
+        self, Py_ssize_t queue, run, set runs, UnitRows rows, ChargeRows charge, Py_ssize_t env
+    ):
+        """The numbers of an admission but its room (the spots are the scratch rows')."""
+        self._charge(queue, charge, +1)
+        runs.add(run)
+        if rows is not None:
+            self._land_rows(queue, rows, +1)
+        if env >= 0:
+            self.started[env] = 1
+
     def charge(self, Py_ssize_t queue, demand, int sign):
         """Count (sign +1) or give back (-1) a unit's demand in its queue's use, and the
         unit in its queue's admissions."""
-        cdef ChargeRows rows = self.fleet.rows.charge(demand)
+        self._charge(queue, self.fleet.rows.charge(demand), sign)
+
+    cdef void _charge(self, Py_ssize_t queue, ChargeRows rows, int sign):
         cdef Py_ssize_t e, k
         for e in range(rows.name.shape[0]):
             k = rows.name[e]
@@ -696,11 +740,15 @@ cdef class RoomLedger:
         """Charge (+1) or give back (-1) the untyped GPUs of `items`, on the pools they sit
         in, to their devices: device caps count them."""
         cdef UnitRows rows = self.fleet.rows.unit(items)
+        self._set_spots(rows, pools, pools)
+        self._land_rows(queue, rows, sign)
+
+    cdef void _land_rows(self, Py_ssize_t queue, UnitRows rows, int sign):
         cdef Py_ssize_t i, kind
         for i in range(rows.n):
             if not rows.untyped[i]:
                 continue
-            kind = self.fleet.pool_kind[pools[i]]
+            kind = self.fleet.pool_kind[self.spot_pool[i]]
             if kind != self.fleet.no_device:
                 self.use[queue, kind] = _saturated_add(self.use[queue, kind], sign * rows.gpus[i])
                 self.landed[queue, kind] += sign * rows.gpus[i]
@@ -711,12 +759,16 @@ cdef class RoomLedger:
         clusters and kinds of pool count of it; with `refresh`, the largest room of their
         pools and the loads of their clusters too (else the caller's `refresh` does it)."""
         cdef UnitRows rows = self.fleet.rows.unit(items)
+        self._set_spots(rows, pools, nodes)
+        self._take_rows(rows, sign, refresh)
+
+    cdef void _take_rows(self, UnitRows rows, int sign, bint refresh):
         cdef Fleet fleet = self.fleet
         cdef Py_ssize_t i, d, p, row, c, kind
         cdef int64_t held
         for i in range(rows.n):
-            p = pools[i]
-            row = fleet.node_start[p] + <Py_ssize_t>nodes[i]
+            p = self.spot_pool[i]
+            row = fleet.node_start[p] + self.spot_node[i]
             c = fleet.pool_cluster[p]
             kind = fleet.pool_kind[p]
             for d in range(fleet.dims):
@@ -732,23 +784,103 @@ cdef class RoomLedger:
             self.no_fit.clear()  # room came back: what failed may fit now
         if refresh:
             for i in range(rows.n):
-                self._update_load(fleet.pool_cluster[pools[i]])
-                self._refresh_max(pools[i])
+                self._update_load(fleet.pool_cluster[self.spot_pool[i]])
+                self._refresh_max(self.spot_pool[i])
 
     def hold(self, items, pools, nodes, int sign):
         """Take (+1) or give back (-1) the nodes' room of `items` and nothing else: a trial
         placement (solver.placement.repair), undone by the opposite sign."""
         cdef UnitRows rows = self.fleet.rows.unit(items)
         cdef Py_ssize_t i, d, p, row
+        self._set_spots(rows, pools, nodes)
         for i in range(rows.n):
-            p = pools[i]
-            row = self.fleet.node_start[p] + <Py_ssize_t>nodes[i]
+            p = self.spot_pool[i]
+            row = self.fleet.node_start[p] + self.spot_node[i]
             for d in range(self.fleet.dims):
                 self.free[row, d] -= sign * rows.request[i, d]
             if sign < 0:
                 self.returns[p] += 1
         for i in range(rows.n):
-            self._refresh_max(pools[i])
+            self._refresh_max(self.spot_pool[i])
+
+    cdef void _set_spots(self, UnitRows rows, pools, nodes):
+        """The scratch rows of a placement given from Python, one (pool, node) a container."""
+        cdef Py_ssize_t i
+        if rows.n > self.spot_pool.shape[0]:
+            self._size_scratch(rows.n)
+        for i in range(rows.n):
+            self.spot_pool[i] = pools[i]
+            self.spot_node[i] = nodes[i]
+
+    # -- a stretch of the line ----------------------------------------------------------
+
+    def walk_line(self, actions, envs, runs_of, failures, over_depth, outcome, words, empty):
+        """The best-fit pass (solver.placement.best_fit) over `actions`, in order: each is
+        refused for depth, for its strict head, for a limit or a cap, or for no room in the
+        fleet, admitted where best-fit finds room, or else refused for room and contested.
+
+        Refusals, contested actions and heads go into `outcome` (PassVerdicts), in the words
+        `words` gives (best_fit.PassWords); returns the admissions, in order, as (action,
+        placement found or None) for the Plan to record who sits where.
+        """
+        cdef Py_ssize_t i, q, env
+        cdef UnitRows rows
+        cdef ChargeRows charge
+        cdef bint starts
+        refusals = outcome.refusals
+        contested = outcome.contested
+        heads = outcome.heads
+        admitted = []
+        for action in actions:
+            i = action.index
+            if i in failures:
+                continue
+            q = action.queue
+            if i in over_depth:
+                refusals[i] = words.depth(q)
+                continue
+            head = heads.get(q)
+            if head is not None:
+                refusals[i] = words.behind(head)
+                continue
+            env = -1 if action.env is None else action.env
+            starts = env >= 0 and not self.fleet.env_running[env] and not self.started[env]
+            if env < 0:
+                items, demand = action.items, action.demand
+            elif starts:
+                items, demand = envs[env].items, envs[env].demand
+            else:
+                items, demand = [], empty
+            charge = self.fleet.rows.charge(demand)
+            runs = runs_of[q]
+            found = self._refusal(q, action.run, runs, charge)
+            if found is None:
+                if not items:
+                    self._admit(q, action.run, runs, None, charge, env if starts else -1)
+                    admitted.append((action, None))
+                    continue
+                rows = self.fleet.rows.unit(items)
+                if not self._fleet_may_hold(rows):
+                    refusal = words.no_room  # proven: no repacking makes the room
+                else:
+                    placement = self._find_placement(q, rows, charge)
+                    if placement is not None:
+                        self._admit(q, action.run, runs, rows, charge, env if starts else -1)
+                        self._take_rows(rows, +1, True)
+                        admitted.append((action, placement))
+                        continue
+                    refusal = words.no_room
+                    contested.append(i)
+            else:
+                refusal = words.refusal(q, found, demand)
+                if found[0] == CAP and self.landed[q, <Py_ssize_t>found[1]] > 0:
+                    # A device cap charged by untyped GPUs placed this tick may clear if
+                    # they move elsewhere.
+                    contested.append(i)
+            refusals[i] = refusal
+            if self.fleet.strict[q]:
+                heads[q] = i
+        return admitted
 
     def refresh(self, pools, clusters):
         """Work out again the largest room of `pools` and the loads of `clusters`, after
