@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.resources import ResourceKind
+from models.resources import EMPTY, ResourceKind
 from models.result import WaitReason
 from solver.placement.best_fit import (
     NO_ROOM,
     PassVerdicts,
+    PassWords,
     behind_head,
     placement_may_lift,
 )
@@ -232,10 +233,33 @@ class Decider:
             self.bounds.admit(queue, items)
         shapes = NoRoomMemo()
         contested = set(outcome.contested)
+        words = PassWords(self.problem, ledger)
+        actions = self.problem.actions
         # Until a model admits something best-fit could not, the walk repeats the best-fit
         # pass exactly, so its admissions and refusals are taken as they are.
         replaying = True
-        for action in self.problem.actions[first:]:
+        position = first
+        while position < len(actions):
+            if not replaying:
+                # Up to the next action whose verdict needs more than caps, limits and
+                # best-fit, the compiled ledger walks on its own (RoomLedger.walk_decided).
+                position, admitted = ledger.room.walk_decided(
+                    actions,
+                    position,
+                    self.problem.envs,
+                    [usage.runs for usage in ledger.usage],
+                    members,
+                    refusals,
+                    heads,
+                    shapes,
+                    words,
+                    EMPTY,
+                )
+                ledger.record(admitted, self.bounds.admit)
+                if position == len(actions):
+                    break
+            action = actions[position]
+            position += 1
             i = action.index
             strict = self.problem.queues[action.queue].strict
             if i not in members or (replaying and i not in contested and i not in plan.admitted):
@@ -626,7 +650,8 @@ def _ledger(problem: Problem, plan: Plan, admitted: set[int]) -> Plan:
     ledger = Plan(problem)
     for j in sorted(admitted):
         action = problem.actions[j]
-        ledger.admit(action, placement_in(plan, action, ledger))
+        ledger.admit(action, placement_in(plan, action, ledger), defer_room=True)
+    ledger.settle()  # their room all at once: nothing between reads it
     return ledger
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -415,11 +416,18 @@ class Plan:
         )
         self._record(action, placement, defer_room)
 
-    def record(self, admitted: list[tuple[ActionInfo, Found | None]]) -> None:
-        """Record who sits where after the ledger admitted these, in order (RoomLedger.walk_line
-        counted their numbers)."""
+    def record(
+        self,
+        admitted: list[tuple[ActionInfo, Found | None]],
+        placed: Callable[[int, list[Item]], None] | None = None,
+    ) -> None:
+        """Record who sits where after the ledger admitted these, in order (its walks counted
+        their numbers); `placed` is told each placed unit's queue and containers first."""
         for action, found in admitted:
-            self._record(action, _assignment(found), False)
+            placement = _assignment(found)
+            if placed is not None and placement is not None:
+                placed(action.queue, self.items_to_place(action))
+            self._record(action, placement, False)
 
     def _record(
         self, action: ActionInfo, placement: NodeAssignment | None, defer_room: bool

@@ -7,7 +7,9 @@ import numpy as np
 
 from models.resources import ResourceVector
 from solver.placement.best_fit import PassVerdicts, PassWords
+from solver.placement.decide import NoRoomMemo
 from solver.placement.landing import LandingOrder
+from solver.placement.plan import Refusal
 from solver.placement.problem import ActionInfo, EnvInfo, Item, Problem
 
 SATURATED: int
@@ -127,3 +129,16 @@ class RoomLedger:
         words: PassWords,
         empty: ResourceVector,
     ) -> list[tuple[ActionInfo, Found | None]]: ...
+    def walk_decided(
+        self,
+        actions: Sequence[ActionInfo],
+        start: int,
+        envs: Sequence[EnvInfo],
+        runs_of: Sequence[set[str]],
+        members: Container[int],
+        refusals: dict[int, Refusal],
+        heads: dict[int, int],
+        shapes: NoRoomMemo,
+        words: PassWords,
+        empty: ResourceVector,
+    ) -> tuple[int, list[tuple[ActionInfo, Found | None]]]: ...

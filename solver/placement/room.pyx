@@ -882,6 +882,74 @@ cdef class RoomLedger:
                 heads[q] = i
         return admitted
 
+    def walk_decided(
+        self, actions, Py_ssize_t start, envs, runs_of, members, refusals, heads, shapes, words,
+        empty
+    ):
+        """The decide walk (solver.placement.decide) from position `start`, as far as its
+        verdicts need nothing but caps, limits and best-fit: each member is refused behind
+        its strict head, for a limit or a cap, or for no room in the fleet, or admitted where
+        best-fit finds room. Returns (the position of the first action that needs more, or
+        len(actions); the admissions so far, as walk_line gives them). Needing more: best-fit
+        found no room, only a device cap untyped GPUs placed this tick charge refuses it
+        (they may move), or a refusal for room of its shape was remembered (`shapes`)."""
+        cdef Py_ssize_t pos, i, q, env, stop = len(actions)
+        cdef UnitRows rows
+        cdef ChargeRows charge
+        cdef bint starts
+        admitted = []
+        for pos in range(start, stop):
+            action = actions[pos]
+            i = action.index
+            q = action.queue
+            if i not in members:
+                if self.fleet.strict[q] and i in refusals:
+                    heads.setdefault(q, i)
+                continue
+            head = heads.get(q)
+            if head is not None:
+                refusals[i] = words.behind(head)
+                continue
+            env = -1 if action.env is None else action.env
+            starts = env >= 0 and not self.fleet.env_running[env] and not self.started[env]
+            if env < 0:
+                items, demand = action.items, action.demand
+            elif starts:
+                items, demand = envs[env].items, envs[env].demand
+            else:
+                items, demand = [], empty
+            charge = self.fleet.rows.charge(demand)
+            runs = runs_of[q]
+            found = self._refusal(q, action.run, runs, charge)
+            if found is not None:
+                if found[0] == CAP and self.landed[q, <Py_ssize_t>found[1]] > 0:
+                    return pos, admitted
+                refusals[i] = words.refusal(q, found, demand)
+                if self.fleet.strict[q]:
+                    heads.setdefault(q, i)
+                continue
+            if not items:
+                refusals.pop(i, None)
+                self._admit(q, action.run, runs, None, charge, env if starts else -1)
+                admitted.append((action, None))
+                continue
+            if shapes.find(q, items) is not None:
+                return pos, admitted
+            rows = self.fleet.rows.unit(items)
+            if not self._fleet_may_hold(rows):
+                refusals[i] = words.no_room
+                if self.fleet.strict[q]:
+                    heads.setdefault(q, i)
+                continue
+            placement = self._find_placement(q, rows, charge)
+            if placement is None:
+                return pos, admitted
+            refusals.pop(i, None)
+            self._admit(q, action.run, runs, rows, charge, env if starts else -1)
+            self._take_rows(rows, +1, True)
+            admitted.append((action, placement))
+        return stop, admitted
+
     def refresh(self, pools, clusters):
         """Work out again the largest room of `pools` and the loads of `clusters`, after
         their rows were changed from Python (Plan.settle)."""
