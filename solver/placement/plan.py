@@ -62,15 +62,38 @@ class Refusal:
 class QueueUsage:
     """A queue's use with this tick's admissions, as results and explanations report it."""
 
-    __slots__ = ("_admitted", "_queue", "held", "runs")
+    __slots__ = ("_added", "_admitted", "_held", "_queue", "runs")
 
     def __init__(
         self, held: ResourceVector, runs: set[str], admitted: np.ndarray, queue: int
     ) -> None:
-        self.held = held  # as QueueInfo.held, exact (the ledger's copy saturates)
+        self._held = held  # as QueueInfo.held, exact (the ledger's copy saturates)
+        # Amounts added since `held` was last read, in order: a walk admits thousands and
+        # reads none (the ledger checks the caps), so they are summed when read.
+        self._added: list[tuple[str, int]] = []
         self.runs = runs  # active runs (the ledger reads this set)
         self._admitted = admitted  # the ledger's count of admissions per queue
         self._queue = queue
+
+    @property
+    def held(self) -> ResourceVector:
+        if self._added:
+            amounts = dict(self._held.items())
+            for name, amount in self._added:
+                amounts[name] = amounts.get(name, 0) + amount
+            self._held, self._added = ResourceVector(amounts), []
+        return self._held
+
+    @held.setter
+    def held(self, value: ResourceVector) -> None:
+        self._held, self._added = value, []
+
+    def add(self, name: str, amount: int) -> None:
+        """`amount` more of `name` (less, when negative)."""
+        self._added.append((name, amount))
+
+    def add_all(self, amounts: ResourceVector) -> None:
+        self._added.extend(amounts.items())
 
     @property
     def admitted(self) -> int:
@@ -399,18 +422,13 @@ class Plan:
     ) -> None:
         """With `defer_room`, what the action holds of nodes is taken at the next `settle`,
         with every other deferred admission at once; caps and limits count it at once."""
-        pools = nodes = None
-        if placement is not None:
-            pools = [p for p, _ in placement.spots]
-            nodes = [node for _, node in placement.spots]
         self.room.admit(
             action.queue,
             action.run,
             self.usage[action.queue].runs,
             self.items_to_place(action),
             self.charge_of(action),
-            pools,
-            nodes,
+            None if placement is None else placement.spots,
             self.env_to_start(action),
             not defer_room,
         )
@@ -435,7 +453,7 @@ class Plan:
         """An admission as results report it: what its queue holds, its run, where it sits."""
         usage = self.usage[action.queue]
         env = self.env_to_start(action)
-        usage.held += self.charge_of(action)
+        usage.add_all(self.charge_of(action))
         usage.runs.add(action.run)
         if placement is not None:
             key: UnitKey = ("env", env) if env is not None else ("action", action.index)
@@ -484,7 +502,7 @@ class Plan:
                 continue  # typed or no GPUs: charged by its request, wherever it lands
             device = self.problem.pools[p].device
             if device is not None:
-                usage.held = usage.held.plus(device, sign * item.gpus)
+                usage.add(device, sign * item.gpus)
 
     def _take_room(
         self,

@@ -99,8 +99,7 @@ class RoomLedger:
         runs: set[str],
         items: list[Item],
         demand: ResourceVector,
-        pools: Sequence[int] | None,
-        nodes: Sequence[int] | None,
+        spots: Sequence[tuple[int, int]] | None,
         env: int | None,
         take: bool,
     ) -> None: ...

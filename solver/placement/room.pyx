@@ -700,14 +700,19 @@ cdef class RoomLedger:
 
     # -- taking and giving back ---------------------------------------------------------
 
-    def admit(self, Py_ssize_t queue, run, set runs, items, demand, pools, nodes, env, bint take):
+    def admit(self, Py_ssize_t queue, run, set runs, items, demand, spots, env, bint take):
         """Count an admission: its demand and a slot in its queue, its run, the untyped GPUs
-        it lands (at `pools`, when placed), its room (with `take`; else Plan.settle takes it
-        later), and the reusable pool it starts (`env`, or None)."""
+        it lands (at `spots`, one (pool, node) a container, when placed), its room (with
+        `take`; else Plan.settle takes it later), and the reusable pool it starts (`env`, or
+        None)."""
         cdef UnitRows rows = None
-        if pools is not None:
+        cdef Py_ssize_t i
+        if spots is not None:
             rows = self.fleet.rows.unit(items)
-            self._set_spots(rows, pools, nodes)
+            if rows.n > self.spot_pool.shape[0]:
+                self._size_scratch(rows.n)
+            for i in range(rows.n):
+                self.spot_pool[i], self.spot_node[i] = spots[i]
         self._admit(queue, run, runs, rows, self.fleet.rows.charge(demand), -1 if env is None else env)
         if rows is not None and take:
             self._take_rows(rows, +1, True)
