@@ -166,7 +166,6 @@ class Problem:
     cluster_room: np.ndarray  # (clusters, dims): full-scale room on the dimensions nodes declare
     pool_cluster: np.ndarray  # the cluster of each pool
     skipped_pools: int = 0  # node pools left out: a value beyond the engine's range
-    _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
     _full_scale: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
     _positions: dict[str, int] = field(default_factory=dict)
     _declared: list[np.ndarray] = field(default_factory=list)
@@ -182,7 +181,6 @@ class Problem:
         return replace(
             self,
             **fields,
-            _base_fit={},
             _full_scale={},
             _positions={},
             _declared=[],
@@ -238,17 +236,7 @@ class Problem:
 
     def fits_base_room(self, item: Item, cluster: int) -> bool:
         """Whether some node the item may use has room for it next to running work alone."""
-        request = item.request.tobytes()
-        for p in item.pools.get(cluster, ()):
-            key = (p, request)
-            known = self._base_fit.get(key)
-            if known is None:
-                pool = self.pools[p]
-                known = bool(((pool.room - pool.used) >= item.request).all(axis=1).any())
-                self._base_fit[key] = known
-            if known:
-                return True
-        return False
+        return self.fleet().fits_base_room(item.request, item.pools.get(cluster, ()))
 
 
 def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Problem:

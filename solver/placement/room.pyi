@@ -42,6 +42,7 @@ class Fleet:
         is_device: Callable[[str], bool],
         is_whole_nvidia: Callable[[str], bool],
     ) -> None: ...
+    def fits_base_room(self, request: np.ndarray, pools: Sequence[int]) -> bool: ...
 
 class RoomLedger:
     fleet: Fleet

@@ -227,6 +227,7 @@ cdef class Fleet:
     cdef uint8_t[::1] kind_present  # per name number: some pool of the fleet has that kind
     cdef uint8_t[::1] strict  # per queue: strict_fifo
     cdef uint8_t[::1] env_running  # per reusable environment: running before the tick
+    cdef int64_t[:, ::1] base  # every node's room next to the running work alone
     cdef readonly Rows rows
 
     def __init__(self, problem, Rows rows, is_device, is_whole_nvidia):
@@ -276,6 +277,11 @@ cdef class Fleet:
         self.running = np.array([qi.running for qi in problem.queues], dtype=np.int64)
         self.strict = np.array([qi.strict for qi in problem.queues], dtype=np.uint8)
         self.env_running = np.array([e.running for e in problem.envs], dtype=np.uint8)
+        self.base = np.ascontiguousarray(
+            np.concatenate([pool.room - pool.used for pool in pools])
+            if pools else np.zeros((0, self.dims)),
+            dtype=np.int64,
+        )
         flags = np.zeros((3, self.names), dtype=np.uint8)
         for name, k in _NAMES.items():
             if k < self.names:
@@ -286,6 +292,22 @@ cdef class Fleet:
         self.device = flags[0]
         self.whole_nvidia = flags[1]
         self.kind_present = flags[2]
+
+
+    def fits_base_room(self, const int64_t[::1] request, pools):
+        """Whether some node of `pools` has room for `request` next to running work alone."""
+        cdef Py_ssize_t row, d
+        cdef bint fits
+        for p in pools:
+            for row in range(self.node_start[p], self.node_start[p + 1]):
+                fits = True
+                for d in range(self.dims):
+                    if self.base[row, d] < request[d]:
+                        fits = False
+                        break
+                if fits:
+                    return True
+        return False
 
 
 cdef class RoomLedger:
