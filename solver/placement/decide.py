@@ -84,6 +84,9 @@ class NoRoomMemo:
         # What `find` answered for a list of containers (of a queue), after how many refusals
         # of its kind: refusals are only added, so the next ask looks at the new ones only.
         self._found: dict[tuple[int, int], _Asked] = {}
+        # The kind of each list asked about (held, so its id stays its own): most asks come
+        # while no refusal of their kind is known, and are answered from this alone.
+        self._kinds: dict[tuple[int, int], tuple[list[Item], tuple]] = {}
 
     def add(self, queue: int, items: list[Item], proven: bool) -> None:
         key = _kind(queue, items)
@@ -97,7 +100,10 @@ class NoRoomMemo:
         """None if no refusal covers this request, else whether one that does was proven."""
         asked = self._found.get((queue, id(items)))
         if asked is None or asked.items is not items:
-            kind = _kind(queue, items)
+            known_kind = self._kinds.get((queue, id(items)))
+            if known_kind is None or known_kind[0] is not items:
+                known_kind = self._kinds[(queue, id(items))] = (items, _kind(queue, items))
+            kind = known_kind[1]
             if kind not in self._requests:
                 return None  # most asks, while no request of its kind has failed
             asked = _Asked(
@@ -239,6 +245,7 @@ class Decider:
         # pass exactly, so its admissions and refusals are taken as they are.
         replaying = True
         position = first
+        runs = [usage.runs for usage in ledger.usage]
         while position < len(actions):
             if not replaying:
                 # Up to the next action whose verdict needs more than caps, limits and
@@ -247,7 +254,7 @@ class Decider:
                     actions,
                     position,
                     self.problem.envs,
-                    [usage.runs for usage in ledger.usage],
+                    runs,
                     members,
                     refusals,
                     heads,
@@ -276,6 +283,7 @@ class Decider:
                 placed = self._place(ledger, action, shapes, try_best_fit=not replaying)
                 if isinstance(placed, Plan):
                     ledger = placed
+                    runs = [usage.runs for usage in ledger.usage]
                     replaying = False  # from here on the ledger differs from best-fit's
                     continue
                 verdict = placed

@@ -102,10 +102,10 @@ cdef class UnitRows:
     cdef Py_ssize_t n
     cdef int64_t[:, ::1] request  # (containers, dims)
     cdef int64_t[::1] gpus
-    cdef uint8_t[::1] untyped
+    cdef int64_t[::1] untyped
     cdef int64_t[::1] order  # best-fit's order: the most GPUs, then the most CPU, first
     cdef readonly list choices  # PoolChoice of each container
-    cdef readonly object all_pools  # each container's every compatible pool (arrays)
+    cdef readonly list all_pools  # each container's every compatible pool (arrays)
     cdef int64_t[::1] wanted  # the requests end to end, as the no-fit memory compares them
     cdef readonly tuple pool_key  # the containers' mappings by id: the no-fit memory's key
     cdef int64_t[::1] need_name  # per kind of pool the containers are bound to: its name
@@ -113,46 +113,70 @@ cdef class UnitRows:
     cdef int64_t untyped_gpus
 
     def __init__(self, items, Py_ssize_t dims, Py_ssize_t clusters, dict choices):
+        cdef Py_ssize_t n = len(items), i, j, d, m = 0, at
+        cdef const int64_t[::1] one
+        cdef int64_t key
+        # One buffer for every row (a list is built once, but a line has tens of thousands):
+        # requests, GPUs, untyped flags, order, then the needs by kind of pool.
+        buffer = np.zeros(n * dims + 3 * n + n * (dims + 1), dtype=np.int64)
         self.items = items
-        self.n = len(items)
-        request = np.zeros((self.n, dims), dtype=np.int64)
-        gpus = np.zeros(self.n, dtype=np.int64)
-        untyped = np.zeros(self.n, dtype=np.uint8)
-        mine = []
-        every = []
-        needs = {}
-        total_untyped = 0
-        for i, item in enumerate(items):
-            request[i] = item.request
-            gpus[i] = item.gpus
-            untyped[i] = item.untyped
+        self.n = n
+        self.request = buffer[: n * dims].reshape(n, dims)
+        self.wanted = buffer[: n * dims]
+        self.gpus = buffer[n * dims : n * dims + n]
+        self.untyped = buffer[n * dims + n : n * dims + 2 * n]
+        self.order = buffer[n * dims + 2 * n : n * dims + 3 * n]
+        names = buffer[n * dims + 3 * n : n * dims + 4 * n]
+        sums = buffer[n * dims + 4 * n :].reshape(n, dims)
+        cdef int64_t[::1] need_name = names
+        cdef int64_t[:, ::1] need = sums
+        self.choices = []
+        self.all_pools = []
+        self.untyped_gpus = 0
+        for i in range(n):
+            item = items[i]
+            one = item.request
+            for d in range(dims):
+                self.request[i, d] = one[d]
+            self.gpus[i] = item.gpus
+            self.untyped[i] = item.untyped
             choice = choices.get(id(item.pools))
             if choice is None or (<PoolChoice>choice).mapping is not item.pools:
                 choice = choices[id(item.pools)] = PoolChoice(item.pools, clusters)
-            mine.append(choice)
-            every.append(np.asarray(item.all_pools, dtype=np.int64))
-            if item.untyped:
-                total_untyped += item.gpus
-            else:
-                key = name_id(item.device or "")
-                needs[key] = needs.get(key, 0) + item.request
-        self.request = request
-        self.gpus = gpus
-        self.untyped = untyped
-        # A stable sort, as Python's: equals keep their order.
-        self.order = np.array(
-            sorted(range(self.n), key=lambda i: (-items[i].gpus, -int(items[i].request[CPU]))),
-            dtype=np.int64,
-        )
-        self.choices = mine
-        self.all_pools = every
-        self.wanted = request.reshape(-1).copy()
-        self.pool_key = tuple(id(item.pools) for item in items)
-        self.need_name = np.array(list(needs), dtype=np.int64)
-        self.need = (
-            np.array([needs[k] for k in needs], dtype=np.int64).reshape(len(needs), dims)
-        )
-        self.untyped_gpus = total_untyped
+            self.choices.append(choice)
+            self.all_pools.append(item.all_pools)
+            if self.untyped[i]:
+                self.untyped_gpus += self.gpus[i]
+                continue
+            key = name_id(item.device or "")
+            at = m
+            for j in range(m):
+                if need_name[j] == key:
+                    at = j
+                    break
+            if at == m:
+                need_name[m] = key
+                m += 1
+            for d in range(dims):
+                need[at, d] += one[d]
+        self.need_name = names[:m]
+        self.need = sums[:m]
+        # Insertion sort by (-GPUs, -CPU): stable, as Python's sort was.
+        for i in range(n):
+            self.order[i] = i
+            j = i
+            while j > 0 and _before(self, i, self.order[j - 1]):
+                self.order[j] = self.order[j - 1]
+                j -= 1
+            self.order[j] = i
+        self.pool_key = tuple([id(item.pools) for item in items])
+
+
+cdef inline bint _before(UnitRows rows, Py_ssize_t a, Py_ssize_t b):
+    """Whether container `a` goes before `b` in best-fit's order (more GPUs, then more CPU)."""
+    if rows.gpus[a] != rows.gpus[b]:
+        return rows.gpus[a] > rows.gpus[b]
+    return rows.request[a, CPU] > rows.request[b, CPU]
 
 
 cdef class ChargeRows:
@@ -298,6 +322,7 @@ cdef class Fleet:
         """Whether some node of `pools` has room for `request` next to running work alone."""
         cdef Py_ssize_t row, d
         cdef bint fits
+        cdef Py_ssize_t p
         for p in pools:
             for row in range(self.node_start[p], self.node_start[p + 1]):
                 fits = True
