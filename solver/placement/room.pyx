@@ -23,6 +23,7 @@ no comparison changes, and a use and an amount add up without overflow); the exa
 import numpy as np
 
 cimport cython
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int64_t, uint8_t
 
 cdef int64_t NO_NODE = 0x7FFFFFFFFFFFFFFF  # more room than any node has: never the tightest
@@ -96,74 +97,81 @@ cdef class PoolChoice:
 
 cdef class UnitRows:
     """One list of containers (an action's, or a reusable pool's replicas) as rows: what
-    placing it reads, worked out once for the list (shared by every action of it)."""
+    placing it reads, worked out once for the list (shared by every action of it). The rows
+    are one block of C memory: a line has tens of thousands of lists, each built once per
+    problem, so building one must cost little more than reading its containers."""
 
     cdef readonly object items  # held, so the list's id stays its own
-    cdef Py_ssize_t n
-    cdef int64_t[:, ::1] request  # (containers, dims)
-    cdef int64_t[::1] gpus
-    cdef int64_t[::1] untyped
-    cdef int64_t[::1] order  # best-fit's order: the most GPUs, then the most CPU, first
+    cdef Py_ssize_t n, dims, m
+    cdef int64_t* block
+    cdef int64_t* request  # (containers x dims), end to end: also the no-fit memory's row
+    cdef int64_t* gpus
+    cdef int64_t* untyped
+    cdef int64_t* order  # best-fit's order: the most GPUs, then the most CPU, first
+    cdef int64_t* need_name  # per kind of pool the containers are bound to: its name (m)
+    cdef int64_t* need  # and their summed requests there (m x dims)
+    cdef int64_t* every_start  # each container's compatible pools in `every` (n + 1)
+    cdef int64_t* every
     cdef readonly list choices  # PoolChoice of each container
-    cdef readonly list all_pools  # each container's every compatible pool (arrays)
-    cdef int64_t[::1] wanted  # the requests end to end, as the no-fit memory compares them
     cdef readonly tuple pool_key  # the containers' mappings by id: the no-fit memory's key
-    cdef int64_t[::1] need_name  # per kind of pool the containers are bound to: its name
-    cdef int64_t[:, ::1] need  # and their summed requests there
     cdef int64_t untyped_gpus
 
-    def __init__(self, items, Py_ssize_t dims, Py_ssize_t clusters, dict choices):
-        cdef Py_ssize_t n = len(items), i, j, d, m = 0, at
+    def __cinit__(self, items, Py_ssize_t dims, Py_ssize_t clusters, dict choices):
+        cdef Py_ssize_t n = len(items), i, j, d, at, pools = 0
         cdef const int64_t[::1] one
         cdef int64_t key
-        # One buffer for every row (a list is built once, but a line has tens of thousands):
-        # requests, GPUs, untyped flags, order, then the needs by kind of pool.
-        buffer = np.zeros(n * dims + 3 * n + n * (dims + 1), dtype=np.int64)
+        for item in items:
+            pools += len(item.all_pools)
         self.items = items
         self.n = n
-        self.request = buffer[: n * dims].reshape(n, dims)
-        self.wanted = buffer[: n * dims]
-        self.gpus = buffer[n * dims : n * dims + n]
-        self.untyped = buffer[n * dims + n : n * dims + 2 * n]
-        self.order = buffer[n * dims + 2 * n : n * dims + 3 * n]
-        names = buffer[n * dims + 3 * n : n * dims + 4 * n]
-        sums = buffer[n * dims + 4 * n :].reshape(n, dims)
-        cdef int64_t[::1] need_name = names
-        cdef int64_t[:, ::1] need = sums
+        self.dims = dims
+        self.m = 0
+        self.block = <int64_t*>PyMem_Calloc(
+            n * dims + 4 * n + n * dims + (n + 1) + pools + 1, sizeof(int64_t)
+        )
+        if self.block == NULL:
+            raise MemoryError()
+        self.request = self.block
+        self.gpus = self.request + n * dims
+        self.untyped = self.gpus + n
+        self.order = self.untyped + n
+        self.need_name = self.order + n
+        self.need = self.need_name + n
+        self.every_start = self.need + n * dims
+        self.every = self.every_start + n + 1
         self.choices = []
-        self.all_pools = []
         self.untyped_gpus = 0
         for i in range(n):
             item = items[i]
             one = item.request
             for d in range(dims):
-                self.request[i, d] = one[d]
+                self.request[i * dims + d] = one[d]
+            one = item.all_pools
+            self.every_start[i + 1] = self.every_start[i] + one.shape[0]
+            for j in range(one.shape[0]):
+                self.every[self.every_start[i] + j] = one[j]
             self.gpus[i] = item.gpus
             self.untyped[i] = item.untyped
             choice = choices.get(id(item.pools))
             if choice is None or (<PoolChoice>choice).mapping is not item.pools:
                 choice = choices[id(item.pools)] = PoolChoice(item.pools, clusters)
             self.choices.append(choice)
-            self.all_pools.append(item.all_pools)
             if self.untyped[i]:
                 self.untyped_gpus += self.gpus[i]
                 continue
             key = name_id(item.device or "")
-            at = m
-            for j in range(m):
-                if need_name[j] == key:
+            at = self.m
+            for j in range(self.m):
+                if self.need_name[j] == key:
                     at = j
                     break
-            if at == m:
-                need_name[m] = key
-                m += 1
+            if at == self.m:
+                self.need_name[at] = key
+                self.m += 1
             for d in range(dims):
-                need[at, d] += one[d]
-        self.need_name = names[:m]
-        self.need = sums[:m]
+                self.need[at * dims + d] += self.request[i * dims + d]
         # Insertion sort by (-GPUs, -CPU): stable, as Python's sort was.
         for i in range(n):
-            self.order[i] = i
             j = i
             while j > 0 and _before(self, i, self.order[j - 1]):
                 self.order[j] = self.order[j - 1]
@@ -171,12 +179,19 @@ cdef class UnitRows:
             self.order[j] = i
         self.pool_key = tuple([id(item.pools) for item in items])
 
+    def __dealloc__(self):
+        PyMem_Free(self.block)
+
+    cdef object wanted(self):
+        """The requests end to end, as a row of the no-fit memory."""
+        return np.array([self.request[j] for j in range(self.n * self.dims)], dtype=np.int64)
+
 
 cdef inline bint _before(UnitRows rows, Py_ssize_t a, Py_ssize_t b):
     """Whether container `a` goes before `b` in best-fit's order (more GPUs, then more CPU)."""
     if rows.gpus[a] != rows.gpus[b]:
         return rows.gpus[a] > rows.gpus[b]
-    return rows.request[a, CPU] > rows.request[b, CPU]
+    return rows.request[a * rows.dims + CPU] > rows.request[b * rows.dims + CPU]
 
 
 cdef class ChargeRows:
@@ -184,14 +199,26 @@ cdef class ChargeRows:
     a broken cap is reported."""
 
     cdef readonly object demand  # held, so its id stays its own
-    cdef int64_t[::1] name
-    cdef int64_t[::1] amount
+    cdef Py_ssize_t count
+    cdef int64_t* name
+    cdef int64_t* amount
 
-    def __init__(self, demand):
+    def __cinit__(self, demand):
+        cdef Py_ssize_t e = 0
         self.demand = demand
-        entries = [(name_id(n), a) for n, a in demand.items() if a]
-        self.name = np.array([k for k, _ in entries], dtype=np.int64)
-        self.amount = np.array([min(a, SATURATION) for _, a in entries], dtype=np.int64)
+        self.count = sum(1 for a in demand.values() if a)
+        self.name = <int64_t*>PyMem_Malloc((2 * self.count + 1) * sizeof(int64_t))
+        if self.name == NULL:
+            raise MemoryError()
+        self.amount = self.name + self.count
+        for n, a in demand.items():
+            if a:
+                self.name[e] = name_id(n)
+                self.amount[e] = min(a, SATURATION)
+                e += 1
+
+    def __dealloc__(self):
+        PyMem_Free(self.name)
 
 
 cdef class Rows:
@@ -367,6 +394,7 @@ cdef class RoomLedger:
     # Scratch rows of one placement, sized for the largest unit met so far.
     cdef uint8_t[:, ::1] roomy
     cdef int64_t[::1] reach
+    cdef int64_t[::1] order_of  # the clusters a placement tries, in order
     cdef int64_t[::1] extra
     cdef int64_t[::1] spot_pool
     cdef int64_t[::1] spot_node
@@ -460,6 +488,7 @@ cdef class RoomLedger:
     cdef void _size_scratch(self, Py_ssize_t containers):
         self.roomy = np.zeros((containers, max(self.fleet.pools, 1)), dtype=np.uint8)
         self.reach = np.zeros(max(self.fleet.clusters, 1), dtype=np.int64)
+        self.order_of = np.zeros(max(self.fleet.clusters, 1), dtype=np.int64)
         self.extra = np.zeros(max(self.fleet.names, 1), dtype=np.int64)
         self.spot_pool = np.zeros(containers, dtype=np.int64)
         self.spot_node = np.zeros(containers, dtype=np.int64)
@@ -497,7 +526,7 @@ cdef class RoomLedger:
         cdef Fleet fleet = self.fleet
         cdef Py_ssize_t e, k
         cdef int64_t cap
-        for e in range(charge.name.shape[0]):
+        for e in range(charge.count):
             k = charge.name[e]
             if k >= fleet.names:
                 continue  # a name no queue of this problem caps
@@ -525,16 +554,16 @@ cdef class RoomLedger:
         cdef Fleet fleet = self.fleet
         cdef Py_ssize_t m, k, d
         cdef double nvidia
-        for m in range(rows.need_name.shape[0]):
+        for m in range(rows.m):
             k = rows.need_name[m]
             if k >= fleet.names or not fleet.kind_present[k]:
                 return False
             if k != fleet.no_device:
-                if <double>rows.need[m, GPU] > self.kfree[k, GPU] + <double>self.uon[k]:
+                if <double>rows.need[m * rows.dims + GPU] > self.kfree[k, GPU] + <double>self.uon[k]:
                     return False
             else:
                 for d in range(fleet.dims):
-                    if <double>rows.need[m, d] > self.kfree[k, d]:
+                    if <double>rows.need[m * rows.dims + d] > self.kfree[k, d]:
                         return False
         if rows.untyped_gpus:
             nvidia = 0.0
@@ -580,8 +609,8 @@ cdef class RoomLedger:
         cdef bint covered
         for r in range(known.shape[0]):
             covered = True
-            for j in range(rows.wanted.shape[0]):
-                if known[r, j] > rows.wanted[j]:
+            for j in range(rows.n * rows.dims):
+                if known[r, j] > rows.request[j]:
                     covered = False
                     break
             if covered:
@@ -591,7 +620,7 @@ cdef class RoomLedger:
     cdef void _remember_no_fit(self, Py_ssize_t queue, UnitRows rows):
         key = (queue, rows.pool_key)
         failed = self.no_fit.get(key)
-        wanted = np.asarray(rows.wanted)[None, :]
+        wanted = rows.wanted()[None, :]
         if failed is None:
             self.no_fit[key] = np.ascontiguousarray(wanted)
         elif failed.shape[0] < self.max_memory:
@@ -599,10 +628,8 @@ cdef class RoomLedger:
 
     cdef object _best_placement(self, Py_ssize_t queue, UnitRows rows, ChargeRows charge):
         cdef Fleet fleet = self.fleet
-        cdef Py_ssize_t i, j, p, d, c, n = rows.n, reachable = 0, a, b
-        cdef int64_t[::1] every
+        cdef Py_ssize_t i, j, p, d, c, n = rows.n, count = 0, k
         cdef bint fits
-        cdef PoolChoice choice
         if n > self.roomy.shape[0]:
             self._size_scratch(n)
         # Pools with a node big enough for each container (by max_free), and the clusters
@@ -610,12 +637,11 @@ cdef class RoomLedger:
         for c in range(fleet.clusters):
             self.reach[c] = 0
         for i in range(n):
-            every = rows.all_pools[i]
-            for j in range(every.shape[0]):
-                p = every[j]
+            for j in range(rows.every_start[i], rows.every_start[i + 1]):
+                p = rows.every[j]
                 fits = True
                 for d in range(fleet.dims):
-                    if self.mfree[p, d] < rows.request[i, d]:
+                    if self.mfree[p, d] < rows.request[i * rows.dims + d]:
                         fits = False
                         break
                 self.roomy[i, p] = fits
@@ -623,22 +649,26 @@ cdef class RoomLedger:
                     c = fleet.pool_cluster[p]
                     if self.reach[c] == i:
                         self.reach[c] = i + 1
-        found = None
-        clusters = []
+        # Those clusters, the least loaded first (in order with first-fit), by insertion.
         for c in range(fleet.clusters):
-            if self.reach[c] == n:
-                clusters.append(c)
-        if clusters:
-            if not self.first_fit and len(clusters) > 1:
-                clusters.sort(key=lambda c: (self.loads[c], c))
-            for c in clusters:
-                found = self._fit_in_cluster(queue, rows, charge, c)
-                if found is not None:
-                    break
+            if self.reach[c] != n:
+                continue
+            k = count
+            while k > 0 and not self.first_fit and (
+                self.load[c] < self.load[self.order_of[k - 1]]
+            ):
+                self.order_of[k] = self.order_of[k - 1]
+                k -= 1
+            self.order_of[k] = c
+            count += 1
+        found = None
+        for k in range(count):
+            found = self._fit_in_cluster(queue, rows, charge, self.order_of[k])
+            if found is not None:
+                break
         for i in range(n):
-            every = rows.all_pools[i]
-            for j in range(every.shape[0]):
-                self.roomy[i, every[j]] = 0
+            for j in range(rows.every_start[i], rows.every_start[i + 1]):
+                self.roomy[i, rows.every[j]] = 0
         return found
 
     cdef object _fit_in_cluster(
@@ -654,7 +684,7 @@ cdef class RoomLedger:
         cdef bint ok = True
         # An untyped container landing on a capped device shares the cap with the unit's own
         # typed request for it.
-        for e in range(charge.name.shape[0]):
+        for e in range(charge.count):
             if charge.name[e] < fleet.names:
                 self.extra[charge.name[e]] += charge.amount[e]
         for k in range(n):
@@ -686,7 +716,7 @@ cdef class RoomLedger:
             if k < n - 1:  # held while the unit's other containers are placed
                 row = fleet.node_start[p] + slot
                 for d in range(fleet.dims):
-                    self.free[row, d] -= rows.request[i, d]
+                    self.free[row, d] -= rows.request[(i) * rows.dims + d]
             kind = fleet.pool_kind[p]
             if rows.untyped[i] and kind != fleet.no_device and fleet.caps[queue, kind] != NO_CAP:
                 self.extra[kind] += rows.gpus[i]
@@ -695,7 +725,7 @@ cdef class RoomLedger:
             p = self.spot_pool[i]
             row = fleet.node_start[p] + self.spot_node[i]
             for d in range(fleet.dims):
-                self.free[row, d] += rows.request[i, d]
+                self.free[row, d] += rows.request[(i) * rows.dims + d]
             self.returns[p] += 1
         for k in range(fleet.names):
             self.extra[k] = 0
@@ -725,13 +755,13 @@ cdef class RoomLedger:
         cdef Fleet fleet = self.fleet
         cdef Py_ssize_t start = fleet.node_start[p], stop = fleet.node_start[p + 1]
         cdef Py_ssize_t row, d
-        cdef Py_ssize_t dim = GPU if rows.request[i, GPU] else CPU
+        cdef Py_ssize_t dim = GPU if rows.request[(i) * rows.dims + GPU] else CPU
         cdef int64_t first = -1, tightest = -1, least = NO_NODE
         cdef bint fits
         for row in range(start, stop):
             fits = True
             for d in range(fleet.dims):
-                if self.free[row, d] < rows.request[i, d]:
+                if self.free[row, d] < rows.request[(i) * rows.dims + d]:
                     fits = False
                     break
             if not fits:
@@ -782,7 +812,7 @@ cdef class RoomLedger:
 
     cdef void _charge(self, Py_ssize_t queue, ChargeRows rows, int sign):
         cdef Py_ssize_t e, k
-        for e in range(rows.name.shape[0]):
+        for e in range(rows.count):
             k = rows.name[e]
             if k < self.fleet.names:
                 self.use[queue, k] = _saturated_add(self.use[queue, k], sign * rows.amount[e])
@@ -824,8 +854,8 @@ cdef class RoomLedger:
             c = fleet.pool_cluster[p]
             kind = fleet.pool_kind[p]
             for d in range(fleet.dims):
-                held = rows.request[i, d] * fleet.declared[p, d]
-                self.free[row, d] -= sign * rows.request[i, d]
+                held = rows.request[(i) * rows.dims + d] * fleet.declared[p, d]
+                self.free[row, d] -= sign * rows.request[(i) * rows.dims + d]
                 self.cused[c, d] += <double>(sign * held)
                 self.kfree[kind, d] -= <double>(sign * held)
             if sign > 0:
@@ -849,7 +879,7 @@ cdef class RoomLedger:
             p = self.spot_pool[i]
             row = self.fleet.node_start[p] + self.spot_node[i]
             for d in range(self.fleet.dims):
-                self.free[row, d] -= sign * rows.request[i, d]
+                self.free[row, d] -= sign * rows.request[(i) * rows.dims + d]
             if sign < 0:
                 self.returns[p] += 1
         for i in range(rows.n):
