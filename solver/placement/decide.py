@@ -261,6 +261,7 @@ class Decider:
                     shapes,
                     words,
                     EMPTY,
+                    OUT_OF_TIME if self.budget.limit_hit or self.budget.wall_guard_hit else None,
                 )
                 ledger.record(admitted, self.bounds.admit)
                 if position == len(actions):

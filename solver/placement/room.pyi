@@ -141,4 +141,5 @@ class RoomLedger:
         shapes: NoRoomMemo,
         words: PassWords,
         empty: ResourceVector,
+        out_of_time: Refusal | None,
     ) -> tuple[int, list[tuple[ActionInfo, Found | None]]]: ...

@@ -279,6 +279,8 @@ cdef class Fleet:
     cdef uint8_t[::1] strict  # per queue: strict_fifo
     cdef uint8_t[::1] env_running  # per reusable environment: running before the tick
     cdef int64_t[:, ::1] base  # every node's room next to the running work alone
+    cdef int64_t[::1] route_start  # (queues + 1): each queue's clusters in `route`
+    cdef int64_t[::1] route
     cdef readonly Rows rows
 
     def __init__(self, problem, Rows rows, is_device, is_whole_nvidia):
@@ -328,6 +330,9 @@ cdef class Fleet:
         self.running = np.array([qi.running for qi in problem.queues], dtype=np.int64)
         self.strict = np.array([qi.strict for qi in problem.queues], dtype=np.uint8)
         self.env_running = np.array([e.running for e in problem.envs], dtype=np.uint8)
+        routes = [qi.clusters for qi in problem.queues]
+        self.route_start = np.cumsum([0, *map(len, routes)], dtype=np.int64)
+        self.route = np.array([c for r in routes for c in r], dtype=np.int64)
         self.base = np.ascontiguousarray(
             np.concatenate([pool.room - pool.used for pool in pools])
             if pools else np.zeros((0, self.dims)),
@@ -344,6 +349,35 @@ cdef class Fleet:
         self.whole_nvidia = flags[1]
         self.kind_present = flags[2]
 
+
+    cdef bint _may_fit(self, Py_ssize_t queue, UnitRows rows):
+        """Whether some cluster of the queue has, for each container, a node with room for it
+        next to the running work alone: a necessary bound (Decider._may_fit)."""
+        cdef Py_ssize_t r, c, i, j, p, row, d
+        cdef PoolChoice choice
+        cdef bint found
+        for r in range(self.route_start[queue], self.route_start[queue + 1]):
+            c = self.route[r]
+            for i in range(rows.n):
+                choice = <PoolChoice>rows.choices[i]
+                found = False
+                for j in range(choice.start[c], choice.start[c + 1]):
+                    p = choice.pools[j]
+                    for row in range(self.node_start[p], self.node_start[p + 1]):
+                        found = True
+                        for d in range(self.dims):
+                            if self.base[row, d] < rows.request[i * rows.dims + d]:
+                                found = False
+                                break
+                        if found:
+                            break
+                    if found:
+                        break
+                if not found:
+                    break
+            else:
+                return True
+        return False
 
     def fits_base_room(self, const int64_t[::1] request, pools):
         """Whether some node of `pools` has room for `request` next to running work alone."""
@@ -966,7 +1000,7 @@ cdef class RoomLedger:
 
     def walk_decided(
         self, actions, Py_ssize_t start, envs, runs_of, members, refusals, heads, shapes, words,
-        empty
+        empty, out_of_time
     ):
         """The decide walk (solver.placement.decide) from position `start`, as far as its
         verdicts need nothing but caps, limits and best-fit: each member is refused behind
@@ -974,7 +1008,11 @@ cdef class RoomLedger:
         best-fit finds room. Returns (the position of the first action that needs more, or
         len(actions); the admissions so far, as walk_line gives them). Needing more: best-fit
         found no room, only a device cap untyped GPUs placed this tick charge refuses it
-        (they may move), or a refusal for room of its shape was remembered (`shapes`)."""
+        (they may move), or a refusal for room of its shape was remembered (`shapes`).
+        With `out_of_time` (the refusal for the time limit: given once the tick's checks
+        have run out of it), an action best-fit found no room for is refused with it where
+        the fleet, emptied of this tick's work, could hold it (where not, the refusal is a
+        proof, which the Decider records)."""
         cdef Py_ssize_t pos, i, q, env, stop = len(actions)
         cdef UnitRows rows
         cdef ChargeRows charge
@@ -1025,7 +1063,12 @@ cdef class RoomLedger:
                 continue
             placement = self._find_placement(q, rows, charge)
             if placement is None:
-                return pos, admitted
+                if out_of_time is None or not self.fleet._may_fit(q, rows):
+                    return pos, admitted
+                refusals[i] = out_of_time
+                if self.fleet.strict[q]:
+                    heads.setdefault(q, i)
+                continue
             refusals.pop(i, None)
             self._admit(q, action.run, runs, rows, charge, env if starts else -1)
             self._take_rows(rows, +1, True)
