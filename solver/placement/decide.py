@@ -443,7 +443,8 @@ class Decider:
             if self.budget.limit_hit:
                 return OUT_OF_TIME, False
         else:
-            if self._repacked(ledger, action, items, clusters):
+            neighbours = closure.neighbourhood(ledger, items, clusters)
+            if self._repacked(ledger, action, items, neighbours):
                 return ledger, True
             if self.budget.exhausted():
                 return OUT_OF_TIME, False
@@ -462,16 +463,24 @@ class Decider:
                 proven = proven and exact
                 if self.budget.limit_hit:
                     return OUT_OF_TIME, False
+            if not proven and len(neighbours) <= closure.MAX_UNITS:
+                # The neighbourhood free to go anywhere, as the packing tried: its "yes" is
+                # real, its "no" proves nothing more than the local ones.
+                solution, _ = self._solve_in(ledger, action, items, None, False, neighbours)
+                if solution is not None:
+                    return solution, True
+                if self.budget.limit_hit:
+                    return OUT_OF_TIME, False
         if not proven:
             self.stats.unproven_refusals += 1
         return refusal or NO_ROOM, proven
 
     def _repacked(
-        self, ledger: Plan, action: ActionInfo, items: list[Item], clusters: list[int]
+        self, ledger: Plan, action: ActionInfo, items: list[Item], keys: list[UnitKey]
     ) -> bool:
-        """Admit `action` after repacking the decided units on its pools wherever they may go
-        (solver.placement.closure), if that finds room: counted work, charged to the budget."""
-        keys = closure.neighbourhood(ledger, items, clusters)
+        """Admit `action` after repacking the decided units on its pools (`keys`, from
+        closure.neighbourhood) wherever they may go (solver.placement.closure), if that finds
+        room: counted work, charged to the budget."""
         if len(keys) > closure.MAX_UNITS:
             return False
         units = [Unit(key, *ledger.unit(key)) for key in keys]
@@ -525,13 +534,18 @@ class Decider:
         items: list[Item],
         scope: Scope | None,
         exact: bool,
+        neighbours: list[UnitKey] | None = None,
     ) -> tuple[Plan | None, bool]:
-        """One model: the action plus the decided units that may move within `scope`.
+        """One model: the action plus the decided units that may move within `scope`, or
+        (`neighbours`, without a scope) those units, each anywhere it may go.
 
         Returns the new ledger when the action fits, and whether a "no" is a proof (`exact`:
         the model's "no" answers for every repacking).
         """
-        if scope is None:
+        if neighbours is not None:
+            units = {key: ledger.unit(key) for key in neighbours}
+            movable = set(neighbours)
+        elif scope is None:
             units = ledger.units()
             movable = set(units)
         else:
@@ -555,7 +569,8 @@ class Decider:
         if _size(model_units, ledger, scope) > MAX_MODEL_SPOTS:
             return None, False
         limit = self.budget.time_limit_s - self.budget.spent
-        if scope is not None:
+        local = scope is not None or neighbours is not None
+        if local:
             limit = min(limit, LOCAL_CHECK_LIMIT_S)
         run = (limit / SECONDS_PER_DETERMINISTIC, self.budget.seed)
         status, placements, spent, variables = self._answer(
@@ -569,7 +584,7 @@ class Decider:
         if status is Feasibility.FEASIBLE:
             self._moved_and_admitted(ledger, action, model_units, placements)
             return ledger, True
-        if status is Feasibility.UNKNOWN and scope is None:
+        if status is Feasibility.UNKNOWN and not local:
             self.budget.limit_hit = True
         return None, status is Feasibility.INFEASIBLE and exact
 

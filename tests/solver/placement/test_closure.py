@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import solver.placement.closure
 import solver.placement.decide
 from solver import TickOptions, tick
 from tests.support.builders import SnapshotBuilder
@@ -56,3 +57,28 @@ def test_no_repacking_when_the_time_limit_is_spent(monkeypatch: pytest.MonkeyPat
     result = tick(snapshot, TickOptions(time_limit_s=1e-9))
     assert [s.action for s in result.scheduled] == ["a", "b", "c", "d"]
     assert result.solver.limit_hit
+
+
+def test_the_neighbourhood_model_finds_what_the_packing_missed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # When the packing finds nothing, a model of the same neighbourhood (each unit anywhere it
+    # may go) is asked after the local ones; its placement is as real.
+    monkeypatch.setattr(solver.placement.decide, "EXACT_NEIGHBOURHOOD_UNITS", 0)
+    monkeypatch.setattr(solver.placement.closure, "repack", lambda *_: (None, 0.0))
+    builder = (
+        SnapshotBuilder()
+        .queue("q", scheduling="greedy_capacity")
+        .cluster("east")
+        .pool("x", **H100, labels={"only": "x"})
+        .pool("y", **H100)
+    )
+    for action_id in "abcd":
+        builder = builder.queued(action_id, queue="q", gpu="H100:2")
+    snapshot = builder.queued("e", queue="q", gpu="H100:8", selector={"only": "x"}).build()
+    result = tick(snapshot, TickOptions())
+    assert [s.action for s in result.scheduled] == ["a", "b", "c", "d", "e"]
+    # Pool x alone has no free room for e, so no local model is built: the one model is the
+    # neighbourhood's.
+    assert result.solver.model_solves == 1
+    assert result.solver.unproven_refusals == 0
