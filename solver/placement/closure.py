@@ -27,24 +27,54 @@ from solver.placement.plan import NodeAssignment, Plan, Spot, UnitKey
 from solver.placement.problem import GPU_DIM, UNBOUNDED, Item
 
 # What a packing costs, charged to the tick's budget in estimated seconds: per packing, and per
-# unit of its neighbourhood and per unit placed or tried (least squares over the 190 packings
-# of one tick of M, alibaba-cold and L each, on this 2-core machine: 1.8 ms, 31 µs, 31 µs).
-SECONDS_PER_PACKING = 2e-3
-SECONDS_PER_UNIT = 3e-5
-# Neighbourhoods of more units are not packed: the packing's cost grows with them, and the
-# large ones (a CPU-only action routed to every cluster) were the ones it found least in.
+# unit of its neighbourhood and per unit whose nodes it searched (least squares over the 290
+# packings of one tick each of M, alibaba-cold and L on this 2-core machine: 1.7 ms, 36 µs and
+# 34 µs).
+SECONDS_PER_PACKING = 1.7e-3
+SECONDS_PER_UNIT = 3.5e-5
+# A neighbourhood holds at most this many units: the packing's cost grows with them. Beyond it,
+# the units of the nodes nearest to holding the action are taken (`neighbourhood`).
 MAX_UNITS = 256
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def neighbourhood(ledger: Plan, items: list[Item], clusters: list[int]) -> list[UnitKey]:
     """The decided units with work on a pool some container of the action may use in
-    `clusters`, in key order."""
+    `clusters`, in key order; when they are more than MAX_UNITS, those on the nodes that could
+    hold one of its containers next to the running work alone, the nodes short of the least
+    room first, node by node while they stay within MAX_UNITS."""
     pools = {p for item in items for c in clusters for p in item.pools[c]}
     keys: set[UnitKey] = set()
     for p in pools:
         keys |= ledger.pool_units.get(p, set())
-    return sorted(keys)
+    if len(keys) <= MAX_UNITS:
+        return sorted(keys)
+    return sorted(_nearest(ledger, items, clusters))
+
+
+def _nearest(ledger: Plan, items: list[Item], clusters: list[int]) -> set[UnitKey]:
+    """Units of the nodes that could hold a container of the action, by how short of room
+    for it each node is now (the largest share of the node's room it lacks), then pool and
+    node; at most MAX_UNITS, whole nodes only."""
+    problem = ledger.problem
+    nodes: list[tuple[float, int, int]] = []
+    for item in items:
+        for p in sorted({p for c in clusters for p in item.pools[c]}):
+            pool = problem.pools[p]
+            able = np.flatnonzero(
+                np.logical_and.reduce(pool.room - pool.used >= item.request, axis=1)
+            )
+            bounded = pool.room < UNBOUNDED
+            lacking = np.maximum(item.request - ledger.free[p][able], 0)[:, bounded]
+            share = (lacking / np.maximum(pool.room[bounded], 1)).max(axis=1, initial=0.0)
+            nodes.extend(zip(share.tolist(), [p] * len(able), able.tolist(), strict=True))
+    keys: set[UnitKey] = set()
+    for _, p, node in sorted(nodes):
+        on_node = ledger.node_units.get((p, node), set()) - keys
+        if len(keys) + len(on_node) > MAX_UNITS:
+            break
+        keys |= on_node
+    return keys
 
 
 @dataclass(frozen=True)
@@ -59,7 +89,7 @@ def repack(
 ) -> tuple[Packed | None, float]:
     """A placement of every unit of `units` (the decided ones with their current placement as
     hint, the action last without one) on the room the others leave, and its cost in
-    estimated seconds (counted work: the units, and the units placed or tried)."""
+    estimated seconds (counted work: the units, and the units whose nodes it searched)."""
     packing = _Packing(ledger, units)
     found = None
     for keep in (True, False):
@@ -121,7 +151,7 @@ class _Packing:
         self.weight = np.where(offered > 0, asked / np.maximum(offered, 1), 0.0)
         self._shares: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         self.order = sorted(range(len(units)), key=self._size)
-        self.placed = 0  # units placed or tried, over the passes
+        self.placed = 0  # units placed or tried by a search for their nodes, over the passes
 
     def _clusters(self, unit: Unit) -> list[int]:
         routed = self.problem.queues[unit.queue].clusters
@@ -168,10 +198,19 @@ class _Packing:
         opened = self.opened.copy()
         room = dict(device_room)
         placed: list[NodeAssignment | None] = [None] * len(self.units)
+        # Rows something landed on other than where it sat: elsewhere, a unit's own spot still
+        # has its room (everything placed there so far sat there before, with it), so it stays
+        # without a test, as the test would have found.
+        moved: set[int] = set()
         for u in self.order:
-            self.placed += 1
             unit = self.units[u]
             hint = unit.hint if keep else None
+            if hint is not None and self._stays(unit, hint, moved, room):
+                for item, (p, node) in zip(unit.items, hint.spots, strict=True):
+                    free[self.start[p] + node] -= item.request
+                placed[u] = hint
+                continue
+            self.placed += 1
             clusters = self.clusters[u]
             if hint is not None:
                 # Its own cluster first, so that a unit that still fits stays where it is.
@@ -181,10 +220,33 @@ class _Packing:
                 spots = self._place(unit, cluster, free, opened, room, at)
                 if spots is not None:
                     placed[u] = NodeAssignment(cluster, tuple(spots))
+                    sat = hint.spots if hint is not None else [None] * len(spots)
+                    moved.update(
+                        self.start[spot[0]] + spot[1]
+                        for spot, before in zip(spots, sat, strict=True)
+                        if spot != before
+                    )
                     break
             if placed[u] is None:
                 return None
         return [p for p in placed if p is not None]
+
+    def _stays(
+        self,
+        unit: Unit,
+        hint: NodeAssignment,
+        moved: set[int],
+        room: dict[tuple[int, str], int],
+    ) -> bool:
+        """Whether the unit keeps its spots without a test: none of them had anything land
+        on it from elsewhere, and no container charges a device cap (whose room is shared
+        by the queue's units wherever they sit)."""
+        for item, (p, node) in zip(unit.items, hint.spots, strict=True):
+            if self.start[p] + node in moved:
+                return False
+            if item.untyped and (unit.queue, self.device[p]) in room:
+                return False
+        return True
 
     def _place(
         self,

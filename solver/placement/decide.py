@@ -463,7 +463,7 @@ class Decider:
                 proven = proven and exact
                 if self.budget.limit_hit:
                     return OUT_OF_TIME, False
-            if not proven and len(neighbours) <= closure.MAX_UNITS:
+            if not proven:
                 # The neighbourhood free to go anywhere, as the packing tried: its "yes" is
                 # real, its "no" proves nothing more than the local ones.
                 solution, _ = self._solve_in(ledger, action, items, None, False, neighbours)
@@ -481,8 +481,6 @@ class Decider:
         """Admit `action` after repacking the decided units on its pools (`keys`, from
         closure.neighbourhood) wherever they may go (solver.placement.closure), if that finds
         room: counted work, charged to the budget."""
-        if len(keys) > closure.MAX_UNITS:
-            return False
         units = [Unit(key, *ledger.unit(key)) for key in keys]
         units.append(Unit(ledger.unit_key(action), action.queue, items))
         device_room = self._device_room(ledger, action, units)

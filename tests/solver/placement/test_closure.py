@@ -82,3 +82,31 @@ def test_the_neighbourhood_model_finds_what_the_packing_missed(
     # neighbourhood's.
     assert result.solver.model_solves == 1
     assert result.solver.unproven_refusals == 0
+
+
+def test_a_large_neighbourhood_is_cut_to_the_units_of_the_nearest_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Pool x's two nodes hold a-d (2 GPUs each) and f, g (4 each, only x); e (8) may use only x.
+    # With room for four units in a neighbourhood, those of the first node as short of room as
+    # any are packed again: a-d go to pool y and e takes their node, without a model.
+    monkeypatch.setattr(solver.placement.decide, "EXACT_NEIGHBOURHOOD_UNITS", 0)
+    monkeypatch.setattr(solver.placement.closure, "MAX_UNITS", 4)
+    builder = (
+        SnapshotBuilder()
+        .queue("q", scheduling="greedy_capacity")
+        .cluster("east")
+        .pool("x", **H100, nodes=2, labels={"only": "x"})
+        .pool("y", **H100)
+    )
+    for action_id in "abcd":
+        builder = builder.queued(action_id, queue="q", gpu="H100:2")
+    for action_id in "fg":
+        builder = builder.queued(action_id, queue="q", gpu="H100:4", selector={"only": "x"})
+    snapshot = builder.queued("e", queue="q", gpu="H100:8", selector={"only": "x"}).build()
+    result = tick(snapshot, TickOptions())
+    assert [s.action for s in result.scheduled] == decide(snapshot).admitted
+    placed = {s.action: (s.containers[0].node_pool, s.containers[0].node) for s in result.scheduled}
+    assert placed["e"] == ("x", 0)
+    assert {placed[a] for a in "abcd"} == {("y", 0)}
+    assert result.solver.model_solves == 0
