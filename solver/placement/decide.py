@@ -21,6 +21,7 @@ import numpy as np
 
 from models.resources import EMPTY, ResourceKind
 from models.result import WaitReason
+from solver.placement import closure
 from solver.placement.best_fit import (
     NO_ROOM,
     PassVerdicts,
@@ -191,6 +192,7 @@ class DecideStats:
     unproven_refusals: int = 0
     bound_refusals: int = 0  # refusals the bounds proved without a model
     repairs: int = 0  # admissions found by moving decided units (solver.placement.repair)
+    repacks: int = 0  # admissions found by repacking the action's neighbourhood (closure)
     reused_answers: int = 0  # models not solved again: the same one had answered before
     build_s: float = 0.0  # wall time building placement models
     solve_s: float = 0.0  # wall time in CP-SAT
@@ -474,6 +476,11 @@ class Decider:
             if self.budget.limit_hit:
                 return OUT_OF_TIME, False
         else:
+            neighbours = closure.neighbourhood(ledger, items, clusters)
+            if self._repacked(ledger, action, items, neighbours):
+                return ledger, True
+            if self.budget.exhausted():
+                return OUT_OF_TIME, False
             proven = True
             for c in clusters:
                 scope = self._local_scope(ledger, items, c)
@@ -489,9 +496,36 @@ class Decider:
                 proven = proven and exact
                 if self.budget.limit_hit:
                     return OUT_OF_TIME, False
+            if not proven:
+                # The neighbourhood free to go anywhere, as the packing tried: its "yes" is
+                # real, its "no" proves nothing more than the local ones.
+                solution, _ = self._solve_in(ledger, action, items, None, False, neighbours)
+                if solution is not None:
+                    return solution, True
+                if self.budget.limit_hit:
+                    return OUT_OF_TIME, False
         if not proven:
             self.stats.unproven_refusals += 1
         return refusal or NO_ROOM, proven
+
+    def _repacked(
+        self, ledger: Plan, action: ActionInfo, items: list[Item], keys: list[UnitKey]
+    ) -> bool:
+        """Admit `action` after repacking the decided units on its pools (`keys`, from
+        closure.neighbourhood) wherever they may go (solver.placement.closure), if that finds
+        room: counted work, charged to the budget."""
+        units = [Unit(key, *ledger.unit(key)) for key in keys]
+        units.append(Unit(ledger.unit_key(action), action.queue, items))
+        device_room = self._device_room(ledger, action, units)
+        if device_room is None:
+            return False
+        packed, cost = closure.repack(ledger, units, device_room)
+        self.budget.spent += cost
+        if packed is None:
+            return False
+        self.stats.repacks += 1
+        self._moved_and_admitted(ledger, action, units, packed.placements)
+        return True
 
     def _closed(self, ledger: Plan, action: ActionInfo, items: list[Item], cluster: int) -> bool:
         """Whether every decided unit on the action's pools of `cluster` may only ever be
@@ -531,13 +565,18 @@ class Decider:
         items: list[Item],
         scope: Scope | None,
         exact: bool,
+        neighbours: list[UnitKey] | None = None,
     ) -> tuple[Plan | None, bool]:
-        """One model: the action plus the decided units that may move within `scope`.
+        """One model: the action plus the decided units that may move within `scope`, or
+        (`neighbours`, without a scope) those units, each anywhere it may go.
 
         Returns the new ledger when the action fits, and whether a "no" is a proof (`exact`:
         the model's "no" answers for every repacking).
         """
-        if scope is None:
+        if neighbours is not None:
+            units = {key: ledger.unit(key) for key in neighbours}
+            movable = set(neighbours)
+        elif scope is None:
             units = ledger.units()
             movable = set(units)
         else:
@@ -561,7 +600,8 @@ class Decider:
         if _size(model_units, ledger, scope) > MAX_MODEL_SPOTS:
             return None, False
         limit = self.budget.time_limit_s - self.budget.spent
-        if scope is not None:
+        local = scope is not None or neighbours is not None
+        if local:
             limit = min(limit, LOCAL_CHECK_LIMIT_S)
         run = (limit / SECONDS_PER_DETERMINISTIC, self.budget.seed)
         status, placements, spent, variables = self._answer(
@@ -573,17 +613,27 @@ class Decider:
         self.budget.spent += BUILD_SECONDS_PER_MODEL + variables * BUILD_SECONDS_PER_VARIABLE
         self.budget.spent += spent * SECONDS_PER_DETERMINISTIC
         if status is Feasibility.FEASIBLE:
-            *moved, placed = placements
-            for unit, placement in zip(model_units[:-1], moved, strict=True):
-                # Most units stay where they were; moving one in place would only clear the
-                # best-fit memo of requests that found no room (room did not come back).
-                if placement != unit.hint:
-                    ledger.move(unit.key, placement)
-            self._admit(ledger, action, placed)
+            self._moved_and_admitted(ledger, action, model_units, placements)
             return ledger, True
-        if status is Feasibility.UNKNOWN and scope is None:
+        if status is Feasibility.UNKNOWN and not local:
             self.budget.limit_hit = True
         return None, status is Feasibility.INFEASIBLE and exact
+
+    def _moved_and_admitted(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        units: list[Unit],
+        placements: list[NodeAssignment],
+    ) -> None:
+        """Move the decided `units` to `placements` and admit `action` at the last one."""
+        *moved, placed = placements
+        for unit, placement in zip(units[:-1], moved, strict=True):
+            # Most units stay where they were; moving one in place would only clear the
+            # best-fit memo of requests that found no room (room did not come back).
+            if placement != unit.hint:
+                ledger.move(unit.key, placement)
+        self._admit(ledger, action, placed)
 
     def _answer(
         self,
