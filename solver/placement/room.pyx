@@ -71,7 +71,8 @@ cdef inline int64_t _saturated_add(int64_t a, int64_t b):
 
 
 cdef class PoolChoice:
-    """One shared `pools` mapping of containers (cluster -> compatible pools) as arrays."""
+    """One shared `pools` mapping of containers (cluster -> compatible pools) as arrays: by
+    cluster, and (`pools` whole) every compatible pool."""
 
     cdef readonly object mapping  # held, so its id stays its own
     cdef int64_t[::1] start  # per cluster, where its pools begin in `pools` (clusters + 1)
@@ -110,24 +111,20 @@ cdef class UnitRows:
     cdef int64_t* order  # best-fit's order: the most GPUs, then the most CPU, first
     cdef int64_t* need_name  # per kind of pool the containers are bound to: its name (m)
     cdef int64_t* need  # and their summed requests there (m x dims)
-    cdef int64_t* every_start  # each container's compatible pools in `every` (n + 1)
-    cdef int64_t* every
     cdef readonly list choices  # PoolChoice of each container
     cdef readonly tuple pool_key  # the containers' mappings by id: the no-fit memory's key
     cdef int64_t untyped_gpus
 
     def __cinit__(self, items, Py_ssize_t dims, Py_ssize_t clusters, dict choices):
-        cdef Py_ssize_t n = len(items), i, j, d, at, pools = 0
+        cdef Py_ssize_t n = len(items), i, j, d, at
         cdef const int64_t[::1] one
         cdef int64_t key
-        for item in items:
-            pools += len(item.all_pools)
         self.items = items
         self.n = n
         self.dims = dims
         self.m = 0
         self.block = <int64_t*>PyMem_Calloc(
-            n * dims + 4 * n + n * dims + (n + 1) + pools + 1, sizeof(int64_t)
+            n * dims + 4 * n + n * dims + 1, sizeof(int64_t)
         )
         if self.block == NULL:
             raise MemoryError()
@@ -137,8 +134,6 @@ cdef class UnitRows:
         self.order = self.untyped + n
         self.need_name = self.order + n
         self.need = self.need_name + n
-        self.every_start = self.need + n * dims
-        self.every = self.every_start + n + 1
         self.choices = []
         self.untyped_gpus = 0
         for i in range(n):
@@ -146,10 +141,6 @@ cdef class UnitRows:
             one = item.request
             for d in range(dims):
                 self.request[i * dims + d] = one[d]
-            one = item.all_pools
-            self.every_start[i + 1] = self.every_start[i] + one.shape[0]
-            for j in range(one.shape[0]):
-                self.every[self.every_start[i] + j] = one[j]
             self.gpus[i] = item.gpus
             self.untyped[i] = item.untyped
             choice = choices.get(id(item.pools))
@@ -664,6 +655,7 @@ cdef class RoomLedger:
         cdef Fleet fleet = self.fleet
         cdef Py_ssize_t i, j, p, d, c, n = rows.n, count = 0, k
         cdef bint fits
+        cdef PoolChoice choice
         if n > self.roomy.shape[0]:
             self._size_scratch(n)
         # Pools with a node big enough for each container (by max_free), and the clusters
@@ -671,8 +663,9 @@ cdef class RoomLedger:
         for c in range(fleet.clusters):
             self.reach[c] = 0
         for i in range(n):
-            for j in range(rows.every_start[i], rows.every_start[i + 1]):
-                p = rows.every[j]
+            choice = <PoolChoice>rows.choices[i]
+            for j in range(choice.start[fleet.clusters]):
+                p = choice.pools[j]
                 fits = True
                 for d in range(fleet.dims):
                     if self.mfree[p, d] < rows.request[i * rows.dims + d]:
@@ -701,8 +694,9 @@ cdef class RoomLedger:
             if found is not None:
                 break
         for i in range(n):
-            for j in range(rows.every_start[i], rows.every_start[i + 1]):
-                self.roomy[i, rows.every[j]] = 0
+            choice = <PoolChoice>rows.choices[i]
+            for j in range(choice.start[fleet.clusters]):
+                self.roomy[i, choice.pools[j]] = 0
         return found
 
     cdef object _fit_in_cluster(
