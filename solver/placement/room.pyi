@@ -7,9 +7,10 @@ import numpy as np
 
 from models.resources import ResourceVector
 from solver.placement.best_fit import PassVerdicts, PassWords
+from solver.placement.cp_model import Unit
 from solver.placement.decide import NoRoomMemo
 from solver.placement.landing import LandingOrder
-from solver.placement.plan import Refusal
+from solver.placement.plan import NodeAssignment, Refusal
 from solver.placement.problem import ActionInfo, EnvInfo, Item, Problem
 
 SATURATED: int
@@ -143,3 +144,10 @@ class RoomLedger:
         empty: ResourceVector,
         out_of_time: Refusal | None,
     ) -> tuple[int, list[tuple[ActionInfo, Found | None]]]: ...
+
+class Packer:
+    placed: int
+    def __init__(self, ledger: RoomLedger, units: Sequence[Unit]) -> None: ...
+    def pack(
+        self, room_of: dict[tuple[int, str], int], keep: bool
+    ) -> list[NodeAssignment | tuple[int, tuple[tuple[int, int], ...]]] | None: ...

@@ -258,6 +258,7 @@ cdef class Fleet:
     cdef int64_t[::1] pool_cluster
     cdef int64_t[::1] pool_kind  # the name number of its device, or of "" without one
     cdef int64_t[:, ::1] declared  # (pools, dims): 1 where a node declares the dimension
+    cdef int64_t[:, ::1] pool_room  # (pools, dims): one node's room
     cdef uint8_t[:, ::1] load_dim  # (clusters, dims): the dimensions a cluster's load reads
     cdef double[:, ::1] load_total  # and its full-scale room of each
     cdef int64_t[:, ::1] caps  # (queues, names): NO_CAP where the queue has none
@@ -299,6 +300,9 @@ cdef class Fleet:
         self.declared = np.ascontiguousarray(problem.pool_declared(), dtype=np.int64).reshape(
             self.pools, self.dims
         )
+        self.pool_room = np.array(
+            [pool.room for pool in pools], dtype=np.int64
+        ).reshape(self.pools, self.dims)
         room = np.asarray(problem.cluster_room, dtype=np.float64).reshape(self.clusters, self.dims)
         self.load_dim = (room > 0).astype(np.uint8)
         self.load_total = np.ascontiguousarray(room)
@@ -1104,3 +1108,342 @@ cdef class RoomLedger:
                 any_dim = True
         if any_dim:
             self.load[cluster] = most
+
+
+# -- the neighbourhood's packing (solver.placement.closure) ------------------------------
+
+
+cdef inline double _numpy_sum(double* values, Py_ssize_t n):
+    """A sum of n doubles in numpy's own order (its pairwise sum, one block of at most 128),
+    so a key computed here equals the one numpy computed before."""
+    cdef double r[8]
+    cdef double total = 0.0
+    cdef Py_ssize_t i, j
+    if n < 8:
+        for i in range(n):
+            total += values[i]
+        return total
+    for j in range(8):
+        r[j] = values[j]
+    i = 8
+    while i + 8 <= n:
+        for j in range(8):
+            r[j] += values[i + j]
+        i += 8
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        total += values[i]
+        i += 1
+    return total
+
+
+cdef class Packer:
+    """First-fit decreasing of a neighbourhood's units (the action's last) on the room the
+    rest of the plan leaves, each unit free to go to any pool it may use in any cluster it may
+    use: solver.placement.closure's packing, number for number.
+
+    The units are packed in one row space: the nodes of every pool some unit may use, pools
+    in index order. Larger units first: GPUs, then what the unit asks of the scarcest
+    resources (each container's request as a share of the largest node it may use, weighted
+    by how much of that resource the packing asks against what its nodes offer). A unit
+    keeps its spot when nothing landed there from elsewhere (and it charges no device cap);
+    else it goes to the open node it leaves the least room on, as a share of the node, else
+    the first node not up yet with room."""
+
+    cdef RoomLedger ledger
+    cdef list units
+    cdef list rows  # UnitRows of each unit
+    cdef list clusters  # each unit's clusters, in its queue's routing order
+    cdef Py_ssize_t dims, count
+    cdef int64_t[::1] pool_start  # per fleet pool: its first row here, or -1
+    cdef int64_t[:, ::1] free
+    cdef uint8_t[::1] opened
+    cdef int64_t[::1] row_pool, row_node
+    cdef double[:, ::1] share  # per fleet pool: 1 / room on bounded dimensions, else 0
+    cdef double[::1] weight
+    cdef int64_t[::1] order
+    cdef readonly Py_ssize_t placed  # units placed or searched for, over the passes
+
+    def __init__(self, RoomLedger ledger, units):
+        cdef Fleet fleet = ledger.fleet
+        cdef Py_ssize_t u, i, d, p, row, n_rows = 0, c
+        cdef UnitRows rows
+        cdef PoolChoice choice
+        cdef int64_t[::1] asked
+        cdef int64_t[::1] offered
+        self.ledger = ledger
+        self.units = list(units)
+        self.count = len(self.units)
+        self.dims = fleet.dims
+        self.placed = 0
+        self.rows = [fleet.rows.unit(unit.items) for unit in self.units]
+        self.clusters = []
+        used = np.zeros(fleet.pools, dtype=np.uint8)
+        for u in range(self.count):
+            rows = <UnitRows>self.rows[u]
+            mine = []
+            for r in range(fleet.route_start[self.units[u].queue],
+                           fleet.route_start[self.units[u].queue + 1]):
+                c = fleet.route[r]
+                if all(
+                    (<PoolChoice>rows.choices[i]).start[c + 1] > (<PoolChoice>rows.choices[i]).start[c]
+                    for i in range(rows.n)
+                ):
+                    mine.append(c)
+            self.clusters.append(mine)
+            for i in range(rows.n):
+                choice = <PoolChoice>rows.choices[i]
+                for c in mine:
+                    for j in range(choice.start[c], choice.start[c + 1]):
+                        used[choice.pools[j]] = 1
+        self.pool_start = np.full(fleet.pools, -1, dtype=np.int64)
+        for p in range(fleet.pools):
+            if used[p]:
+                self.pool_start[p] = n_rows
+                n_rows += fleet.node_start[p + 1] - fleet.node_start[p]
+        self.free = np.zeros((n_rows, self.dims), dtype=np.int64)
+        self.opened = np.zeros(n_rows, dtype=np.uint8)
+        self.row_pool = np.zeros(n_rows, dtype=np.int64)
+        self.row_node = np.zeros(n_rows, dtype=np.int64)
+        for p in range(fleet.pools):
+            if self.pool_start[p] < 0:
+                continue
+            for row in range(fleet.node_start[p], fleet.node_start[p + 1]):
+                i = self.pool_start[p] + row - fleet.node_start[p]
+                for d in range(self.dims):
+                    self.free[i, d] = ledger.free[row, d]
+                self.opened[i] = ledger.opened[row]
+                self.row_pool[i] = p
+                self.row_node[i] = row - fleet.node_start[p]
+        # The room everything outside the packing leaves: the ledger's, plus what the
+        # neighbourhood's own units hold now (they are packed anew).
+        for u in range(self.count):
+            hint = self.units[u].hint
+            if hint is None:
+                continue
+            rows = <UnitRows>self.rows[u]
+            for i, (p, node) in enumerate(hint.spots):
+                for d in range(self.dims):
+                    self.free[self.pool_start[p] + node, d] += rows.request[i * rows.dims + d]
+        share = np.zeros((fleet.pools, self.dims), dtype=np.float64)
+        for p in range(fleet.pools):
+            for d in range(self.dims):
+                if fleet.declared[p, d]:
+                    share[p, d] = 1.0 / max(fleet.pool_room[p, d], 1)
+        self.share = share
+        asked = np.zeros(self.dims, dtype=np.int64)
+        offered = np.zeros(self.dims, dtype=np.int64)
+        for u in range(self.count):
+            rows = <UnitRows>self.rows[u]
+            for i in range(rows.n):
+                for d in range(self.dims):
+                    asked[d] += rows.request[i * rows.dims + d]
+        for i in range(n_rows):
+            for d in range(self.dims):
+                if self.share[self.row_pool[i], d] > 0:
+                    offered[d] += self.free[i, d]
+        self.weight = np.zeros(self.dims, dtype=np.float64)
+        for d in range(self.dims):
+            if offered[d] > 0:
+                self.weight[d] = <double>asked[d] / <double>max(offered[d], 1)
+        self._order()
+
+    cdef void _order(self):
+        """Larger first: (-GPUs, -weighted share, position), by insertion."""
+        cdef Py_ssize_t u, i, d, j, k
+        cdef UnitRows rows
+        cdef PoolChoice choice
+        cdef double total, least
+        cdef double products[64]
+        gpus = np.zeros(self.count, dtype=np.int64)
+        shares = np.zeros(self.count, dtype=np.float64)
+        cdef int64_t[::1] g = gpus
+        cdef double[::1] s = shares
+        smallest = np.zeros(self.dims, dtype=np.float64)
+        cdef double[::1] small = smallest
+        cdef bint any_row
+        for u in range(self.count):
+            rows = <UnitRows>self.rows[u]
+            total = 0.0
+            for i in range(rows.n):
+                g[u] += rows.request[i * rows.dims + GPU]
+                choice = <PoolChoice>rows.choices[i]
+                any_row = False
+                for d in range(self.dims):
+                    small[d] = 0.0
+                for c in self.clusters[u]:
+                    for j in range(choice.start[c], choice.start[c + 1]):
+                        p = choice.pools[j]
+                        if self.ledger.fleet.node_start[p + 1] == self.ledger.fleet.node_start[p]:
+                            continue  # a pool of no nodes offers no row
+                        for d in range(self.dims):
+                            if not any_row or self.share[p, d] < small[d]:
+                                small[d] = self.share[p, d]
+                        any_row = True
+                for d in range(self.dims):
+                    products[d] = <double>rows.request[i * rows.dims + d] * (small[d] * self.weight[d])
+                total += _numpy_sum(products, self.dims)
+            s[u] = total
+        self.order = np.zeros(self.count, dtype=np.int64)
+        for u in range(self.count):
+            k = u
+            while k > 0 and (
+                g[u] > g[self.order[k - 1]]
+                or (g[u] == g[self.order[k - 1]] and s[u] > s[self.order[k - 1]])
+            ):
+                self.order[k] = self.order[k - 1]
+                k -= 1
+            self.order[k] = u
+
+    def pack(self, room_of, bint keep):
+        """Each unit's placement, in the order given, or None: `room_of` maps (queue, device)
+        to the room left under that device cap of the queue (solver.placement.decide)."""
+        cdef Fleet fleet = self.ledger.fleet
+        cdef Py_ssize_t k, u, i, d, c, row
+        cdef UnitRows rows
+        free = np.array(self.free, dtype=np.int64)
+        opened = np.array(self.opened, dtype=np.uint8)
+        cdef int64_t[:, ::1] fr = free
+        cdef uint8_t[::1] op = opened
+        caps = np.full(fleet.queues * fleet.names, -1, dtype=np.int64)
+        cdef int64_t[::1] cap_room = caps
+        for (q, device), left in room_of.items():
+            k = name_id(device)
+            if k < fleet.names:
+                cap_room[q * fleet.names + k] = left
+        placed = [None] * self.count
+        moved = set()
+        for k in range(self.count):
+            u = self.order[k]
+            unit = self.units[u]
+            rows = <UnitRows>self.rows[u]
+            hint = unit.hint if keep else None
+            if hint is not None and self._stays(unit.queue, rows, hint, moved, cap_room):
+                for i, (p, node) in enumerate(hint.spots):
+                    row = self.pool_start[p] + node
+                    for d in range(self.dims):
+                        fr[row, d] -= rows.request[i * rows.dims + d]
+                placed[u] = hint
+                continue
+            self.placed += 1
+            clusters = self.clusters[u]
+            if hint is not None:
+                # Its own cluster first, so that a unit that still fits stays where it is.
+                clusters = [hint.cluster] + [c for c in clusters if c != hint.cluster]
+            for c in clusters:
+                at = hint if hint is not None and hint.cluster == c else None
+                spots = self._place(unit.queue, rows, c, fr, op, cap_room, at)
+                if spots is not None:
+                    placed[u] = (c, spots)
+                    before = at.spots if at is not None else hint.spots if hint is not None else None
+                    for i, spot in enumerate(spots):
+                        if before is None or spot != before[i]:
+                            moved.add(self.pool_start[spot[0]] + spot[1])
+                    break
+            if placed[u] is None:
+                return None
+        return placed
+
+    cdef bint _stays(self, Py_ssize_t queue, UnitRows rows, hint, set moved, int64_t[::1] cap_room):
+        cdef Fleet fleet = self.ledger.fleet
+        cdef Py_ssize_t i, kind
+        for i, (p, node) in enumerate(hint.spots):
+            if self.pool_start[p] + node in moved:
+                return False
+            kind = fleet.pool_kind[p]
+            if rows.untyped[i] and kind != fleet.no_device and cap_room[queue * fleet.names + kind] >= 0:
+                return False
+        return True
+
+    cdef object _place(
+        self, Py_ssize_t queue, UnitRows rows, Py_ssize_t cluster, int64_t[:, ::1] fr,
+        uint8_t[::1] op, int64_t[::1] cap_room, at
+    ):
+        """The unit's containers on nodes of `cluster`, taken from `fr`, `op` and
+        `cap_room`; or None with all three as they were."""
+        cdef Py_ssize_t i, k, d, row, slot
+        cdef int64_t spot_row
+        taken = []  # per container placed so far: (row, was it open, the cap slot it charged)
+        spots = []
+        for i in range(rows.n):
+            spot_row = -1
+            if at is not None:
+                p, node = at.spots[i]
+                spot_row = self.pool_start[p] + node
+            row = self._row(queue, rows, i, cluster, fr, op, cap_room, spot_row)
+            if row < 0:
+                for k in range(len(taken) - 1, -1, -1):
+                    row, was_open, slot = taken[k]
+                    for d in range(self.dims):
+                        fr[row, d] += rows.request[k * rows.dims + d]
+                    op[row] = was_open
+                    if slot >= 0:
+                        cap_room[slot] += rows.gpus[k]
+                return None
+            slot = self._charged(queue, rows, i, self.row_pool[row], cap_room)
+            taken.append((row, op[row], slot))
+            for d in range(self.dims):
+                fr[row, d] -= rows.request[i * rows.dims + d]
+            op[row] = 1
+            if slot >= 0:
+                cap_room[slot] -= rows.gpus[i]
+            spots.append((int(self.row_pool[row]), int(self.row_node[row])))
+        return tuple(spots)
+
+    cdef Py_ssize_t _charged(
+        self, Py_ssize_t queue, UnitRows rows, Py_ssize_t i, Py_ssize_t pool,
+        int64_t[::1] cap_room
+    ):
+        """The slot of the device cap an untyped container charges on a node of `pool`, or
+        -1 when it charges none."""
+        cdef Fleet fleet = self.ledger.fleet
+        cdef Py_ssize_t kind = fleet.pool_kind[pool], slot
+        if not rows.untyped[i] or kind == fleet.no_device:
+            return -1
+        slot = queue * fleet.names + kind
+        return slot if cap_room[slot] >= 0 else -1
+
+    cdef Py_ssize_t _row(
+        self, Py_ssize_t queue, UnitRows rows, Py_ssize_t i, Py_ssize_t cluster,
+        int64_t[:, ::1] fr, uint8_t[::1] op, int64_t[::1] cap_room, int64_t spot_row
+    ):
+        """Where the container sits when it still fits there, else the open node it leaves
+        the least room on (as a share of the node), else the first node not up yet with
+        room; -1 when none has room."""
+        cdef Fleet fleet = self.ledger.fleet
+        cdef PoolChoice choice = <PoolChoice>rows.choices[i]
+        cdef Py_ssize_t j, p, row, d, first = -1, best = -1, slot
+        cdef double left, most, least = 0.0
+        cdef bint fits
+        if spot_row >= 0 and self._fits(rows, i, fr, spot_row):
+            slot = self._charged(queue, rows, i, self.row_pool[spot_row], cap_room)
+            if slot < 0 or cap_room[slot] >= rows.gpus[i]:
+                return spot_row
+        for j in range(choice.start[cluster], choice.start[cluster + 1]):
+            p = choice.pools[j]
+            slot = self._charged(queue, rows, i, p, cap_room)
+            if slot >= 0 and cap_room[slot] < rows.gpus[i]:
+                continue  # the queue's cap on this pool's device has no room left for it
+            for row in range(self.pool_start[p],
+                             self.pool_start[p] + fleet.node_start[p + 1] - fleet.node_start[p]):
+                if not self._fits(rows, i, fr, row):
+                    continue
+                if first < 0:
+                    first = row
+                if not op[row]:
+                    continue
+                most = 0.0
+                for d in range(self.dims):
+                    left = <double>(fr[row, d] - rows.request[i * rows.dims + d]) * self.share[p, d]
+                    if d == 0 or left > most:
+                        most = left
+                if best < 0 or most < least:
+                    best, least = row, most
+        return best if best >= 0 else first
+
+    cdef inline bint _fits(self, UnitRows rows, Py_ssize_t i, int64_t[:, ::1] fr, Py_ssize_t row):
+        cdef Py_ssize_t d
+        for d in range(self.dims):
+            if fr[row, d] < rows.request[i * rows.dims + d]:
+                return False
+        return True
