@@ -126,3 +126,24 @@ def test_a_running_action_beyond_the_engine_does_not_stop_the_tick() -> None:
     )
     snapshot = _with_request(snapshot, "old", 2**80)
     assert [s.action for s in tick(snapshot, OPTIONS).scheduled] == ["new"]
+
+
+def test_a_queue_whose_running_work_holds_beyond_the_engine_stays_capped() -> None:
+    # Each running request is within the engine's range, their sum is beyond int64: the
+    # compiled ledger keeps the queue's use saturated (solver/placement/room.pyx), so the
+    # tick runs and the cap still refuses.
+    builder = SnapshotBuilder().queue("team", max_resources={"memory": "1Ti"}).cluster("east")
+    builder.pool("cpu", cpu="64", memory="256Gi", nodes=5)
+    for node in range(5):
+        builder.running(f"held-{node}", queue="team", cpu="1", on=("east", "cpu", node))
+    snapshot = builder.queued("new", queue="team", cpu="1", memory="1Gi").build()
+    for node in range(5):
+        snapshot = _with_request(snapshot, f"held-{node}", 2**61 - 1)
+    result = tick(snapshot, OPTIONS)
+    assert [s.action for s in result.scheduled] == []
+    [waiting] = result.waiting
+    assert (waiting.action, waiting.reason.value, waiting.resource) == (
+        "new",
+        "queue_cap",
+        "memory",
+    )
