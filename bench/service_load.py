@@ -3,6 +3,7 @@ latency during ticks against between them, with 10,000 actions queued.
 
     .venv/bin/python -m bench.service_load [--seconds 10] [--concurrency 8] [--queued 10000]
         [--tick-worker thread --tick-worker process] [--sluice PATH] [--no-ticks]
+        [--no-access-log]
 
 It starts its own server on a loopback port with a fresh SQLite file (WAL,
 synchronous=FULL), so every acknowledged submission has been fsynced. Each --tick-worker
@@ -46,6 +47,7 @@ POLLED = "/queues/gang"
 class Server:
     sluice: str  # the `sluice` executable
     tick_worker: str  # its --tick-worker, or "default" for none
+    access_log: bool = True  # False: --no-access-log (a build from before the option has none)
 
 
 DEFAULT_SERVER = Server(SLUICE, "default")
@@ -69,6 +71,8 @@ def start_server(
     command = [server.sluice, "serve", "--db", db, "--port", str(port)]
     if server.tick_worker != "default":
         command += ["--tick-worker", server.tick_worker]
+    if not server.access_log:
+        command.append("--no-access-log")
     process = subprocess.Popen(
         [*command, "--period", str(period_s)],
         stdout=subprocess.DEVNULL,
@@ -190,10 +194,13 @@ def main() -> None:
         action="store_true",
         help="submissions alone: no tick after the fill (a period of a day), no GET phase",
     )
+    parser.add_argument(
+        "--no-access-log", action="store_true", help="serve without uvicorn's line per request"
+    )
     args = parser.parse_args()
     for worker in args.tick_worker or ["thread", "process"]:
-        print(f"--tick-worker {worker}:")
-        _measure(Server(args.sluice, worker), args)
+        print(f"--tick-worker {worker}{' --no-access-log' if args.no_access_log else ''}:")
+        _measure(Server(args.sluice, worker, access_log=not args.no_access_log), args)
 
 
 def _measure(server: Server, args: argparse.Namespace) -> None:
