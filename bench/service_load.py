@@ -228,6 +228,11 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
             f" {mean['total'] * 1000:.0f} ms ({phases}), mean of {len(steady)} ticks;"
             f" CPU of the server's worker processes {workers_s * 1000:.0f} ms a tick"
         )
+        ticks, api_s = _api_cpu_per_tick(url, pid, 4 * args.period)
+        print(
+            f"  API process CPU per tick with no requests: {api_s * 1000:.1f} ms"
+            f" ({ticks} ticks; the write-back, the hand-off's share there, the lease)"
+        )
         during, outside = asyncio.run(_get_latencies(url, args.seconds))
         p99_during, p99_outside = _p99(during), _p99(outside)
         print(
@@ -237,6 +242,17 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
             f" ratio {p99_during / p99_outside:.2f}x"
         )
         _submissions(url, pid, waiting, args, "ticks running")
+
+
+def _api_cpu_per_tick(url: str, pid: int, seconds: float) -> tuple[int, float]:
+    """The API process's CPU per tick over `seconds` in which nothing is asked of it: what
+    ticking costs the process that serves requests."""
+    before = httpx.get(f"{url}/healthz").json()["ticks"]
+    cpu_before = _cpu_seconds(pid)
+    time.sleep(seconds)
+    cpu = _cpu_seconds(pid) - cpu_before
+    ticks = httpx.get(f"{url}/healthz").json()["ticks"] - before
+    return ticks, cpu / max(ticks, 1)
 
 
 def _submissions(url: str, pid: int, waiting: int, args: argparse.Namespace, ticks: str) -> None:
