@@ -163,13 +163,16 @@ def _fill(url: str, count: int) -> None:
 
 def _tick_figures(url: str) -> dict[str, float]:
     """The last tick's time per phase and in all (/metrics keeps a histogram of every
-    tick's duration, so the last tick's total is the sum of its phases)."""
+    tick's duration, so the last tick's total is the sum of its phases). The forecast made
+    after the write-back is no phase of the tick, and shows only once it is made, so a
+    sample taken before it would have lacked the key others had."""
     text = httpx.get(f"{url}/metrics").text
     figures = {
         phase: float(seconds)
         for phase, seconds in re.findall(
             r'^sluice_tick_phase_seconds\{phase="(\w+)"\} (\S+)$', text, re.M
         )
+        if phase != "forecast"
     }
     if not figures:
         raise SystemExit("/metrics has no sluice_tick_phase_seconds")
