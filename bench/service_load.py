@@ -234,7 +234,7 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
         ticks, api_s = _api_cpu_per_tick(url, pid, 4 * args.period)
         print(
             f"  API process CPU per tick with no requests: {api_s * 1000:.1f} ms"
-            f" ({ticks} ticks; the write-back, the hand-off's share there, the lease)"
+            f" ({ticks} ticks)"
         )
         during, outside = asyncio.run(_get_latencies(url, args.seconds))
         p99_during, p99_outside = _p99(during), _p99(outside)
