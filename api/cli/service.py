@@ -220,7 +220,7 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
     "--access-log/--no-access-log",
     default=True,
     show_default=True,
-    help="A line per request (client, method, path, status) at info level; about 6% of the"
+    help="A line per request (client, method, path, status) at info level; 6-14% of the"
     " server's CPU per submission. Off where a proxy in front logs requests already.",
 )
 def serve(
