@@ -30,7 +30,7 @@ from solver.explain.frozen import global_order, plan_placement
 from solver.explain.patch import patch, reaches_room, touches
 from solver.placement.best_fit import NO_ROOM
 from solver.placement.decide import ModelAnswers
-from solver.placement.decode import room_refusal
+from solver.placement.decode import RoomReasons
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal
 from solver.placement.problem import compile_snapshot
@@ -143,7 +143,7 @@ class Replayer:
         if failure is not None:
             message = failure.message
         elif refusal == NO_ROOM:
-            message = room_refusal(line, action, outcome.plan).message
+            message = RoomReasons(line, outcome.plan).refusal(action).message
         else:
             message = refusal.message if refusal is not None else ""
         ids = state.problem.actions

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from models.resources import EMPTY, ResourceVector
 from models.result import WaitReason
 from solver.placement.failfast import Failure
 from solver.placement.plan import Plan, Refusal
@@ -34,47 +35,60 @@ def best_fit_pass(
     failures: dict[int, Failure],
     over_depth: set[int],
 ) -> PassVerdicts:
-    """Walk the line, admitting into `plan` what fits the caps and a best-fit placement."""
+    """Walk the line, admitting into `plan` what fits the caps and a best-fit placement.
+
+    For each action in order: past its queue's depth, or behind its strict queue's refused
+    head, it waits; a limit or a cap it breaks refuses it (contested when only a device cap
+    that untyped GPUs placed this tick charge stands in its way: they may move); a request
+    larger than the fleet's free room of its kinds of pool is refused for room, proven; else
+    best-fit places it, or it is refused for room and contested. A strict queue's first
+    refused action becomes its head. The walk runs in the compiled ledger
+    (RoomLedger.walk_line); the plan then records who sits where.
+    """
     outcome = PassVerdicts()
-    for action in problem.actions:
-        if action.index in failures:
-            continue
-        refusal = _admit_or_refuse(problem, plan, over_depth, outcome, action)
-        if refusal is not None:
-            outcome.refusals[action.index] = refusal
+    admitted = plan.room.walk_line(
+        problem.actions,
+        problem.envs,
+        [usage.runs for usage in plan.usage],
+        failures,
+        over_depth,
+        outcome,
+        PassWords(problem, plan),
+        EMPTY,
+    )
+    plan.record(admitted)
     return outcome
 
 
-def _admit_or_refuse(
-    problem: Problem, plan: Plan, over_depth: set[int], outcome: PassVerdicts, action: ActionInfo
-) -> Refusal | None:
-    """Admit `action` into `plan` when it fits now; otherwise say why not."""
-    queue = problem.queues[action.queue]
-    if action.index in over_depth:
-        return Refusal(WaitReason.DEPTH, f"queue {queue.name} holds at most {queue.depth} actions")
-    head = outcome.heads.get(action.queue)
-    if head is not None:
-        return behind_head(problem, head)
-    refusal = plan.refusal(action)
-    if refusal is None:
-        items = plan.items_to_place(action)
-        if not items:
-            plan.admit(action, None)
-            return None
-        if not plan.fleet_may_hold(items):
-            refusal = NO_ROOM  # proven: no repacking of this tick's work can make the room
-        else:
-            placement = plan.find_placement(action)
-            if placement is not None:
-                plan.admit(action, placement)
-                return None
-            refusal = NO_ROOM
-            outcome.contested.append(action.index)
-    elif placement_may_lift(plan, action, refusal):
-        outcome.contested.append(action.index)
-    if queue.strict:
-        outcome.heads[action.queue] = action.index
-    return refusal
+class PassWords:
+    """The refusals a pass gives, each made once: for depth, behind a head, a limit or a cap
+    (in the plan's words), and for room."""
+
+    no_room = NO_ROOM
+
+    def __init__(self, problem: Problem, plan: Plan) -> None:
+        self.problem = problem
+        self.plan = plan
+        self._depth: dict[int, Refusal] = {}
+        self._behind: dict[int, Refusal] = {}
+
+    def depth(self, queue_index: int) -> Refusal:
+        known = self._depth.get(queue_index)
+        if known is None:
+            queue = self.problem.queues[queue_index]
+            known = self._depth[queue_index] = Refusal(
+                WaitReason.DEPTH, f"queue {queue.name} holds at most {queue.depth} actions"
+            )
+        return known
+
+    def behind(self, head: int) -> Refusal:
+        known = self._behind.get(head)
+        if known is None:
+            known = self._behind[head] = behind_head(self.problem, head)
+        return known
+
+    def refusal(self, queue_index: int, found: tuple[int, ...], demand: ResourceVector) -> Refusal:
+        return self.plan.refusal_in_words(queue_index, found, demand)
 
 
 def behind_head(problem: Problem, head: int) -> Refusal:
@@ -90,7 +104,7 @@ def placement_may_lift(plan: Plan, action: ActionInfo, refusal: Refusal) -> bool
     """A device cap charged by untyped GPUs placed this tick may clear if they move elsewhere."""
     if refusal.reason is not WaitReason.QUEUE_CAP or refusal.resource is None:
         return False
-    return plan.usage[action.queue].untyped_landed.get(refusal.resource, 0) > 0
+    return plan.untyped_landed(action.queue, refusal.resource) > 0
 
 
 def over_depth(problem: Problem, failures: dict[int, Failure]) -> set[int]:

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.resources import ResourceKind
+from models.resources import EMPTY, ResourceKind
 from models.result import WaitReason
+from solver.placement import closure
 from solver.placement.best_fit import (
     NO_ROOM,
     PassVerdicts,
+    PassWords,
     behind_head,
     placement_may_lift,
 )
@@ -83,6 +85,9 @@ class NoRoomMemo:
         # What `find` answered for a list of containers (of a queue), after how many refusals
         # of its kind: refusals are only added, so the next ask looks at the new ones only.
         self._found: dict[tuple[int, int], _Asked] = {}
+        # The kind of each list asked about (held, so its id stays its own): most asks come
+        # while no refusal of their kind is known, and are answered from this alone.
+        self._kinds: dict[tuple[int, int], tuple[list[Item], tuple]] = {}
 
     def add(self, queue: int, items: list[Item], proven: bool) -> None:
         key = _kind(queue, items)
@@ -96,7 +101,10 @@ class NoRoomMemo:
         """None if no refusal covers this request, else whether one that does was proven."""
         asked = self._found.get((queue, id(items)))
         if asked is None or asked.items is not items:
-            kind = _kind(queue, items)
+            known_kind = self._kinds.get((queue, id(items)))
+            if known_kind is None or known_kind[0] is not items:
+                known_kind = self._kinds[(queue, id(items))] = (items, _kind(queue, items))
+            kind = known_kind[1]
             if kind not in self._requests:
                 return None  # most asks, while no request of its kind has failed
             asked = _Asked(
@@ -184,6 +192,7 @@ class DecideStats:
     unproven_refusals: int = 0
     bound_refusals: int = 0  # refusals the bounds proved without a model
     repairs: int = 0  # admissions found by moving decided units (solver.placement.repair)
+    repacks: int = 0  # admissions found by repacking the action's neighbourhood (closure)
     reused_answers: int = 0  # models not solved again: the same one had answered before
     build_s: float = 0.0  # wall time building placement models
     solve_s: float = 0.0  # wall time in CP-SAT
@@ -232,10 +241,35 @@ class Decider:
             self.bounds.admit(queue, items)
         shapes = NoRoomMemo()
         contested = set(outcome.contested)
+        words = PassWords(self.problem, ledger)
+        actions = self.problem.actions
         # Until a model admits something best-fit could not, the walk repeats the best-fit
         # pass exactly, so its admissions and refusals are taken as they are.
         replaying = True
-        for action in self.problem.actions[first:]:
+        position = first
+        runs = [usage.runs for usage in ledger.usage]
+        while position < len(actions):
+            if not replaying:
+                # Up to the next action whose verdict needs more than caps, limits and
+                # best-fit, the compiled ledger walks on its own (RoomLedger.walk_decided).
+                position, admitted = ledger.room.walk_decided(
+                    actions,
+                    position,
+                    self.problem.envs,
+                    runs,
+                    members,
+                    refusals,
+                    heads,
+                    shapes,
+                    words,
+                    EMPTY,
+                    OUT_OF_TIME if self.budget.limit_hit or self.budget.wall_guard_hit else None,
+                )
+                ledger.record(admitted, self.bounds.admit)
+                if position == len(actions):
+                    break
+            action = actions[position]
+            position += 1
             i = action.index
             strict = self.problem.queues[action.queue].strict
             if i not in members or (replaying and i not in contested and i not in plan.admitted):
@@ -252,6 +286,7 @@ class Decider:
                 placed = self._place(ledger, action, shapes, try_best_fit=not replaying)
                 if isinstance(placed, Plan):
                     ledger = placed
+                    runs = [usage.runs for usage in ledger.usage]
                     replaying = False  # from here on the ledger differs from best-fit's
                     continue
                 verdict = placed
@@ -441,6 +476,11 @@ class Decider:
             if self.budget.limit_hit:
                 return OUT_OF_TIME, False
         else:
+            neighbours = closure.neighbourhood(ledger, items, clusters)
+            if self._repacked(ledger, action, items, neighbours):
+                return ledger, True
+            if self.budget.exhausted():
+                return OUT_OF_TIME, False
             proven = True
             for c in clusters:
                 scope = self._local_scope(ledger, items, c)
@@ -456,9 +496,36 @@ class Decider:
                 proven = proven and exact
                 if self.budget.limit_hit:
                     return OUT_OF_TIME, False
+            if not proven:
+                # The neighbourhood free to go anywhere, as the packing tried: its "yes" is
+                # real, its "no" proves nothing more than the local ones.
+                solution, _ = self._solve_in(ledger, action, items, None, False, neighbours)
+                if solution is not None:
+                    return solution, True
+                if self.budget.limit_hit:
+                    return OUT_OF_TIME, False
         if not proven:
             self.stats.unproven_refusals += 1
         return refusal or NO_ROOM, proven
+
+    def _repacked(
+        self, ledger: Plan, action: ActionInfo, items: list[Item], keys: list[UnitKey]
+    ) -> bool:
+        """Admit `action` after repacking the decided units on its pools (`keys`, from
+        closure.neighbourhood) wherever they may go (solver.placement.closure), if that finds
+        room: counted work, charged to the budget."""
+        units = [Unit(key, *ledger.unit(key)) for key in keys]
+        units.append(Unit(ledger.unit_key(action), action.queue, items))
+        device_room = self._device_room(ledger, action, units)
+        if device_room is None:
+            return False
+        packed, cost = closure.repack(ledger, units, device_room)
+        self.budget.spent += cost
+        if packed is None:
+            return False
+        self.stats.repacks += 1
+        self._moved_and_admitted(ledger, action, units, packed.placements)
+        return True
 
     def _closed(self, ledger: Plan, action: ActionInfo, items: list[Item], cluster: int) -> bool:
         """Whether every decided unit on the action's pools of `cluster` may only ever be
@@ -498,13 +565,18 @@ class Decider:
         items: list[Item],
         scope: Scope | None,
         exact: bool,
+        neighbours: list[UnitKey] | None = None,
     ) -> tuple[Plan | None, bool]:
-        """One model: the action plus the decided units that may move within `scope`.
+        """One model: the action plus the decided units that may move within `scope`, or
+        (`neighbours`, without a scope) those units, each anywhere it may go.
 
         Returns the new ledger when the action fits, and whether a "no" is a proof (`exact`:
         the model's "no" answers for every repacking).
         """
-        if scope is None:
+        if neighbours is not None:
+            units = {key: ledger.unit(key) for key in neighbours}
+            movable = set(neighbours)
+        elif scope is None:
             units = ledger.units()
             movable = set(units)
         else:
@@ -528,7 +600,8 @@ class Decider:
         if _size(model_units, ledger, scope) > MAX_MODEL_SPOTS:
             return None, False
         limit = self.budget.time_limit_s - self.budget.spent
-        if scope is not None:
+        local = scope is not None or neighbours is not None
+        if local:
             limit = min(limit, LOCAL_CHECK_LIMIT_S)
         run = (limit / SECONDS_PER_DETERMINISTIC, self.budget.seed)
         status, placements, spent, variables = self._answer(
@@ -540,17 +613,27 @@ class Decider:
         self.budget.spent += BUILD_SECONDS_PER_MODEL + variables * BUILD_SECONDS_PER_VARIABLE
         self.budget.spent += spent * SECONDS_PER_DETERMINISTIC
         if status is Feasibility.FEASIBLE:
-            *moved, placed = placements
-            for unit, placement in zip(model_units[:-1], moved, strict=True):
-                # Most units stay where they were; moving one in place would only clear the
-                # best-fit memo of requests that found no room (room did not come back).
-                if placement != unit.hint:
-                    ledger.move(unit.key, placement)
-            self._admit(ledger, action, placed)
+            self._moved_and_admitted(ledger, action, model_units, placements)
             return ledger, True
-        if status is Feasibility.UNKNOWN and scope is None:
+        if status is Feasibility.UNKNOWN and not local:
             self.budget.limit_hit = True
         return None, status is Feasibility.INFEASIBLE and exact
+
+    def _moved_and_admitted(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        units: list[Unit],
+        placements: list[NodeAssignment],
+    ) -> None:
+        """Move the decided `units` to `placements` and admit `action` at the last one."""
+        *moved, placed = placements
+        for unit, placement in zip(units[:-1], moved, strict=True):
+            # Most units stay where they were; moving one in place would only clear the
+            # best-fit memo of requests that found no room (room did not come back).
+            if placement != unit.hint:
+                ledger.move(unit.key, placement)
+        self._admit(ledger, action, placed)
 
     def _answer(
         self,
@@ -626,7 +709,8 @@ def _ledger(problem: Problem, plan: Plan, admitted: set[int]) -> Plan:
     ledger = Plan(problem)
     for j in sorted(admitted):
         action = problem.actions[j]
-        ledger.admit(action, placement_in(plan, action, ledger))
+        ledger.admit(action, placement_in(plan, action, ledger), defer_room=True)
+    ledger.settle()  # their room all at once: nothing between reads it
     return ledger
 
 

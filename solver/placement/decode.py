@@ -48,7 +48,7 @@ def decode(
 ) -> Decisions:
     result = Decisions()
     new_nodes = _new_node_numbers(problem, plan)
-    no_room: dict[tuple, Refusal] = {}
+    reasons = RoomReasons(problem, plan)
     waiting: list[tuple[ActionInfo, Refusal]] = []
     scheduled: list[ActionInfo] = []
     for action in problem.actions:
@@ -66,14 +66,7 @@ def decode(
         else:
             refusal = refusals[i]
             if refusal is NO_ROOM:
-                # Waiting actions of one queue mostly repeat a few requests: the plan is final,
-                # so one shape (its containers' names included: the message has them) gets
-                # one answer.
-                items = plan.items_to_place(action)
-                shape = (action.queue, *((id(it.request), id(it.pools), it.name) for it in items))
-                if shape not in no_room:
-                    no_room[shape] = room_refusal(problem, action, plan)
-                refusal = no_room[shape]
+                refusal = reasons.refusal(action)
             waiting.append((action, refusal))
     result.scheduled = _scheduled(problem, plan, scheduled, new_nodes)
     positions = place_in_line(problem, plan, [action for action, _ in waiting])
@@ -331,51 +324,94 @@ def _metrics(
     return metrics
 
 
-def room_refusal(problem: Problem, action: ActionInfo, plan: Plan) -> Refusal:
-    """No room now: lower priority when higher-priority work took room it could have had."""
-    items = plan.items_to_place(action)
-    if not problem.cluster_names:
-        return Refusal(WaitReason.CLUSTER_ROOM, "no clusters are configured yet")
-    clusters = plan.candidate_clusters(items, action.queue)
-    names = ", ".join(problem.cluster_names[c] for c in clusters) or "none"
-    what = "; ".join(describe_item(item, problem.dims) for item in items)
-    queue = problem.queues[action.queue]
-    usage = plan.usage[action.queue]
-    for item in items:
-        if not item.untyped:
-            continue
-        devices = {
-            device
-            for c in clusters
-            for p in item.pools[c]
-            if (device := problem.pools[p].device) is not None
-        }
-        full = {
-            d: usage.held.amount(d)
-            for d in devices
-            if d in queue.caps and usage.held.amount(d) + item.gpus > queue.caps[d]
-        }
-        if devices and len(full) == len(devices):
-            device = min(full)
-            return Refusal(
-                WaitReason.QUEUE_CAP,
-                f"queue {queue.name}, {device}: {full[device]} of {queue.caps[device]}"
-                f" in use, and {item.name}'s gpu={item.gpus} could only land on capped types",
-                device,
+class RoomReasons:
+    """Why actions found no room now, against a final plan: lower priority when
+    higher-priority work took room they could have had. One answer per shape of request
+    (a queue's waiting actions mostly repeat a few), and what depends only on a container's
+    pools (the devices it could land on, the queues on top of its pools) once per pool set."""
+
+    def __init__(self, problem: Problem, plan: Plan) -> None:
+        self.problem = problem
+        self.plan = plan
+        self._by_shape: dict[tuple, Refusal] = {}
+        # By the id of a pools mapping (held in the value, so the id stays its own).
+        self._devices: dict[tuple, tuple[object, set[str]]] = {}
+        self._higher: dict[tuple[int, int, int], tuple[object, set[str]]] = {}
+
+    def refusal(self, action: ActionInfo) -> Refusal:
+        items = self.plan.items_to_place(action)
+        # Its containers' names are in the message, so they are part of the shape.
+        shape = (action.queue, *((id(it.request), id(it.pools), it.name) for it in items))
+        known = self._by_shape.get(shape)
+        if known is None:
+            known = self._by_shape[shape] = self._refusal(action, items)
+        return known
+
+    def _refusal(self, action: ActionInfo, items: list[Item]) -> Refusal:
+        problem, plan = self.problem, self.plan
+        if not problem.cluster_names:
+            return Refusal(WaitReason.CLUSTER_ROOM, "no clusters are configured yet")
+        clusters = plan.candidate_clusters(items, action.queue)
+        names = ", ".join(problem.cluster_names[c] for c in clusters) or "none"
+        what = "; ".join(describe_item(item, problem.dims) for item in items)
+        queue = problem.queues[action.queue]
+        usage = plan.usage[action.queue]
+        for item in items:
+            if not item.untyped:
+                continue
+            devices = self._landing_devices(item, clusters)
+            full = {
+                d: usage.held.amount(d)
+                for d in devices
+                if d in queue.caps and usage.held.amount(d) + item.gpus > queue.caps[d]
+            }
+            if devices and len(full) == len(devices):
+                device = min(full)
+                return Refusal(
+                    WaitReason.QUEUE_CAP,
+                    f"queue {queue.name}, {device}: {full[device]} of {queue.caps[device]}"
+                    f" in use, and {item.name}'s gpu={item.gpus} could only land on capped types",
+                    device,
+                )
+        higher = set().union(
+            *(
+                self._on_top(item, c, queue.priority)
+                for c in clusters
+                if all(problem.fits_base_room(item, c) for item in items)
+                for item in items
             )
-    priority = queue.priority
-    higher = {
-        plan.pool_top[p][1]
-        for c in clusters
-        if all(problem.fits_base_room(item, c) for item in items)
-        for item in items
-        for p in item.pools[c]
-        if p in plan.pool_top and plan.pool_top[p][0] > priority
-    }
-    if higher:
-        return Refusal(
-            WaitReason.LOWER_PRIORITY,
-            f"room in clusters {names} went to higher-priority queues"
-            f" {', '.join(sorted(higher))} this tick; needs {what}",
         )
-    return Refusal(WaitReason.CLUSTER_ROOM, f"no room now in clusters {names} for {what}")
+        if higher:
+            return Refusal(
+                WaitReason.LOWER_PRIORITY,
+                f"room in clusters {names} went to higher-priority queues"
+                f" {', '.join(sorted(higher))} this tick; needs {what}",
+            )
+        return Refusal(WaitReason.CLUSTER_ROOM, f"no room now in clusters {names} for {what}")
+
+    def _landing_devices(self, item: Item, clusters: list[int]) -> set[str]:
+        """The devices of the container's pools in `clusters`."""
+        key = (id(item.pools), *sorted(clusters))
+        known = self._devices.get(key)
+        if known is None or known[0] is not item.pools:
+            devices = {
+                device
+                for c in clusters
+                for p in item.pools[c]
+                if (device := self.problem.pools[p].device) is not None
+            }
+            known = self._devices[key] = (item.pools, devices)
+        return known[1]
+
+    def _on_top(self, item: Item, cluster: int, priority: int) -> set[str]:
+        """The queues of higher priority than `priority` on top of the container's pools in
+        `cluster`."""
+        key = (id(item.pools), cluster, priority)
+        known = self._higher.get(key)
+        if known is None or known[0] is not item.pools:
+            top = self.plan.pool_top
+            names = {
+                top[p][1] for p in item.pools[cluster] if p in top and top[p][0] > priority
+            }
+            known = self._higher[key] = (item.pools, names)
+        return known[1]

@@ -26,7 +26,7 @@ import numpy as np
 
 from models.devices import NVIDIA_GPU
 from models.quantity import CPU, MEMORY
-from models.resources import EMPTY, UNTYPED_GPU, ResourceVector
+from models.resources import EMPTY, UNTYPED_GPU, ResourceKind, ResourceVector, kind_of
 from models.snapshot import (
     Action,
     ActionState,
@@ -36,6 +36,7 @@ from models.snapshot import (
     Scheduling,
     Snapshot,
 )
+from solver.placement.room import Fleet, Rows
 
 CPU_DIM, MEMORY_DIM, GPU_DIM = 0, 1, 2
 UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not declare
@@ -152,20 +153,6 @@ class ActionInfo:
     unrepresentable: str | None = None  # why it cannot be compiled (it fails INFEASIBLE)
 
 
-@dataclass(frozen=True, slots=True)
-class UnitShape:
-    """What one list of containers asks as a whole (Problem.unit_shape): the actions of a
-    queue with equal containers share one list, so the hot loops work this out once."""
-
-    items: list[Item]  # held, so the list's id stays its own
-    pools: tuple[int, ...]  # each container's pool sets, by the id of its shared `pools`
-    wanted: np.ndarray  # the containers' requests end to end (read-only)
-    # Summed requests of the containers bound to one kind of pool (a device, "" for CPU-only),
-    # and the untyped GPUs, which may land on any whole NVIDIA device.
-    needs: tuple[tuple[str, np.ndarray], ...]
-    untyped_gpus: int
-
-
 @dataclass
 class Problem:
     now: datetime
@@ -179,11 +166,13 @@ class Problem:
     cluster_room: np.ndarray  # (clusters, dims): full-scale room on the dimensions nodes declare
     pool_cluster: np.ndarray  # the cluster of each pool
     skipped_pools: int = 0  # node pools left out: a value beyond the engine's range
-    _base_fit: dict[tuple[int, bytes], bool] = field(default_factory=dict)
     _full_scale: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
-    _unit_shapes: dict[int, UnitShape] = field(default_factory=dict)
     _positions: dict[str, int] = field(default_factory=dict)
     _declared: list[np.ndarray] = field(default_factory=list)
+    _fleet: list[Fleet] = field(default_factory=list)
+    # The compiled rows of its lists of containers and demands (solver.placement.room): they
+    # depend only on the objects they are built from, so a changed copy keeps them.
+    _rows: list[Rows] = field(default_factory=list)
 
     def changed(self, **fields: Any) -> Problem:
         """A copy with `fields` replaced and its caches empty: what they hold depends on the
@@ -192,34 +181,20 @@ class Problem:
         return replace(
             self,
             **fields,
-            _base_fit={},
             _full_scale={},
-            _unit_shapes={},
             _positions={},
             _declared=[],
+            _fleet=[],
         )
 
-    def unit_shape(self, items: list[Item]) -> UnitShape:
-        """What the list of containers asks as a whole, by the list's identity."""
-        known = self._unit_shapes.get(id(items))
-        if known is not None and known.items is items:
-            return known
-        wanted = np.concatenate([item.request for item in items]) if items else _NO_REQUEST
-        wanted.flags.writeable = False
-        needs: dict[str, np.ndarray] = {}
-        for item in items:
-            if not item.untyped:
-                key = item.device or ""
-                needs[key] = needs.get(key, 0) + item.request
-        shape = UnitShape(
-            items,
-            tuple(id(item.pools) for item in items),
-            wanted,
-            tuple(needs.items()),
-            sum(item.gpus for item in items if item.untyped),
-        )
-        self._unit_shapes[id(items)] = shape
-        return shape
+    def fleet(self) -> Fleet:
+        """The pools, clusters and queues as the compiled ledger reads them (one per problem)."""
+        if not self._fleet:
+            clusters = len(self.cluster_names)
+            if not self._rows or not self._rows[0].fits(len(self.dims), clusters):
+                self._rows[:] = [Rows(len(self.dims), clusters)]
+            self._fleet.append(Fleet(self, self._rows[0], _is_device, _is_whole_nvidia))
+        return self._fleet[0]
 
     def pool_declared(self) -> np.ndarray:
         """Every pool's `declared` mask, one row a pool."""
@@ -261,17 +236,7 @@ class Problem:
 
     def fits_base_room(self, item: Item, cluster: int) -> bool:
         """Whether some node the item may use has room for it next to running work alone."""
-        request = item.request.tobytes()
-        for p in item.pools.get(cluster, ()):
-            key = (p, request)
-            known = self._base_fit.get(key)
-            if known is None:
-                pool = self.pools[p]
-                known = bool(((pool.room - pool.used) >= item.request).all(axis=1).any())
-                self._base_fit[key] = known
-            if known:
-                return True
-        return False
+        return self.fleet().fits_base_room(item.request, item.pools.get(cluster, ()))
 
 
 def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Problem:
@@ -426,6 +391,15 @@ def match_pools_again(problem: Problem, queues: set[int], upto: int | None = Non
         else:
             envs[owner.index] = replace(owner, items=items)
     return problem.changed(actions=actions, envs=envs)
+
+
+def _is_device(name: str) -> bool:
+    return kind_of(name) is ResourceKind.DEVICE
+
+
+def _is_whole_nvidia(name: str) -> bool:
+    """A whole NVIDIA GPU model (not a partition): where untyped GPUs may land."""
+    return name.startswith(NVIDIA_GPU + "/") and name.count("/") == 1
 
 
 def _rejected(who: str, error: Exception, outcome: str) -> str:
