@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 
 from api.solver_process import Solves
 from api.store.records import ActionRecord, Phase, Store
-from api.tick_work import explain_failure_from_file, explain_from_file
+from api.tick_work import explain_failure_from_file, explain_from_file, explain_with_text
 from api.ticker import TickLoop
 from models.errors import ErrorCode, FailedPrecondition
 from models.explanation import Explanation
 from solver import TickOptions
-from solver.explain.action import explain, explain_failure
+from solver.explain.action import explain_failure
 
 # Failures the scheduler decides; any other code came from an executor, at run time.
 SCHEDULING_FAILURES = (
@@ -111,7 +111,7 @@ class ActionExplanations:
                 self.options,
             )
         return await self.solves.run(
-            explain, snapshot, action_id, self.ticker.last_result, self.options
+            explain_with_text, snapshot, action_id, self.ticker.last_text, self.options
         )
 
     async def _solve_in_worker(
@@ -129,9 +129,7 @@ class ActionExplanations:
                 self.options,
             )
         else:
-            last = self.ticker.last_result
-            last_json = await asyncio.to_thread(last.model_dump_json) if last else None
             wire = await self.solves.run(
-                explain_from_file, path, now, record.action.id, last_json, self.options
+                explain_from_file, path, now, record.action.id, self.ticker.last_text, self.options
             )
         return Explanation.model_validate_json(wire)

@@ -23,11 +23,19 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from api.store.records import DecisionRows, TickWriteBack
 from api.store.tick_io import SqlTickIO
+from models.encoded import EncodedModels
 from models.errors import ErrorCode, SluiceError
 from models.explanation import Explanation
-from models.forecast import LearnedDurations, StartForecast, forecast_lines
-from models.result import TickResult, join_result, split_result
+from models.forecast import LearnedDurations, StartForecast
+from models.result import (
+    TickResult,
+    encoded_waiting,
+    read_result_text,
+    result_summary,
+    result_text,
+)
 from models.snapshot import Action, Snapshot
 from solver import TickOptions
 from solver.explain.action import explain, explain_failure
@@ -124,21 +132,22 @@ def solve_tick(
     )
 
 
-def forecast_kept(keep_as: str, forecasting: Forecasting) -> list[bytes]:
-    """When each action the tick kept under `keep_as` left waiting should start, as
-    models.forecast.forecast_lines (the server decodes a line at a time: unpickling 10,000
-    forecasts held its GIL in one block); called after that tick's write-back, so forecasts
-    never delay decisions. Nothing kept (a new worker since) or a failed forecast: no
-    forecasts this tick, the decisions stand."""
+def forecast_kept(keep_as: str, forecasting: Forecasting) -> dict[str, bytes]:
+    """When each action the tick kept under `keep_as` left waiting should start, each
+    forecast's JSON by action id (models.encoded: the server keeps them so and decodes the
+    one a read shows; decoding 10,000 held its GIL); called after that tick's write-back, so
+    forecasts never delay decisions. Nothing kept (a new worker since) or a failed forecast:
+    no forecasts this tick, the decisions stand."""
     kept = _KEPT.pop(keep_as, None)
     if kept is None or not kept[1].waiting:
-        return []
+        return {}
     snapshot, result = kept
     try:
-        return forecast_lines(forecasting.forecast_fn(snapshot, result, forecasting.learned))
+        forecasts = forecasting.forecast_fn(snapshot, result, forecasting.learned)
     except Exception:  # a bug in a forecast must not undo or stop the ticks
         log.exception("forecast failed; waiting actions show none this tick")
-        return []
+        return {}
+    return EncodedModels.of(StartForecast, forecasts.items()).encoded
 
 
 # This worker process's readers of the store, one per database: each keeps the live actions
@@ -155,26 +164,57 @@ def _reader(path: str) -> SqlTickIO:
 
 
 @dataclass(frozen=True)
-class WorkerTick:
-    """What the worker sends back (pickled, which for bytes is a copy): the solved tick as
-    JSON without its result's scheduled and waiting actions, and those as JSON lines
-    (models.result.split_result); the store generation its snapshot was read at; and the rows
-    it could not read, for the server (the writer) to fail.
+class TickAnswer:
+    """A solved tick in the forms the server stores and serves it, made where it was solved:
+    the solved tick as JSON with its result's summary (models.result.result_summary: the
+    queues' usage, the quota part, the solver's figures), the decisions as the write-back's
+    rows, each waiting action's entry as JSON by id (models.encoded), and the whole result as
+    text (models.result.result_text: the explanation worker's input, and what a PostgreSQL
+    leader stores for its followers).
 
-    JSON, because the server decodes it in a fifth of the time unpickling the same models
-    takes; in lines, because one decode of a 10,000-action answer held the server's GIL for
-    0.3-0.7 s, which is what a request arriving then waited (docs/benchmarks.md#service)."""
+    The server decodes only the summary (a few queues' usage); decoding the whole result
+    held its GIL for about 80 ms a tick at 10,000 queued, which requests then waited, even
+    in lines of 128 (docs/benchmarks.md#service)."""
 
     solved: bytes
-    parts: list[bytes]
+    rows: DecisionRows
+    waiting: dict[str, bytes]
+    text: str
+
+    @classmethod
+    def of(cls, solved: SolvedTick) -> TickAnswer:
+        result = solved.result
+        waiting = encoded_waiting(result)
+        summary = solved.model_copy(update={"result": result_summary(result)})
+        return cls(
+            solved=summary.model_dump_json().encode(),
+            rows=DecisionRows.of(result),
+            waiting=waiting.encoded,
+            text=result_text(result, waiting),
+        )
+
+    def decode(self) -> tuple[SolvedTick, TickWriteBack]:
+        """In the server (in a thread: the head explanations are a few models each)."""
+        solved = SolvedTick.model_validate_json(self.solved)
+        return solved, TickWriteBack(solved.result, self.rows, self.text)
+
+
+def answer_tick(
+    tick_fn: TickFn, snapshot: Snapshot, heads: HeadExplaining, keep_as: str | None = None
+) -> TickAnswer:
+    """`solve_tick`, answered in the forms the server keeps (`TickAnswer`)."""
+    return TickAnswer.of(solve_tick(tick_fn, snapshot, heads, keep_as))
+
+
+@dataclass(frozen=True)
+class WorkerTick:
+    """What the worker sends back (pickled): the answer; the store generation its snapshot
+    was read at; and the rows it could not read, for the server (the writer) to fail."""
+
+    answer: TickAnswer
     generation: int
     unreadable: dict[str, str]
     read_s: float
-
-    def decode(self) -> SolvedTick:
-        """In the server; call it in a thread, so requests run between the lines."""
-        solved = SolvedTick.model_validate_json(self.solved)
-        return solved.model_copy(update={"result": join_result(solved.result, self.parts)})
 
 
 def solve_from_file(
@@ -184,18 +224,15 @@ def solve_from_file(
     heads: HeadExplaining,
     keep_as: str | None = None,
 ) -> WorkerTick:
-    """`solve_tick` in the worker, on a snapshot it reads itself from the store's file
+    """`answer_tick` in the worker, on a snapshot it reads itself from the store's file
     (through connections that never write): the server then pays neither for reading the
     snapshot nor for sending it (both in the hundreds of milliseconds of its GIL at 10,000
     queued)."""
     started = time.perf_counter()
     planned, unreadable = _reader(path).read_tick_input_unchecked(now)
     read_s = time.perf_counter() - started
-    solved = solve_tick(tick_fn, planned.snapshot, heads, keep_as)
-    rest, parts = split_result(solved.result)
     return WorkerTick(
-        solved=solved.model_copy(update={"result": rest}).model_dump_json().encode(),
-        parts=parts,
+        answer=answer_tick(tick_fn, planned.snapshot, heads, keep_as),
         generation=planned.generation,
         unreadable=unreadable,
         read_s=read_s,
@@ -213,11 +250,18 @@ def read_ahead(path: str, now: datetime) -> int:
 def explain_from_file(
     path: str, now: datetime, action_id: str, last_result: str | None, options: TickOptions
 ) -> str:
-    """`solver.explain.action.explain` in a worker, on the store as of `now` read there, with
-    the last tick's result (JSON: a fifth of the server's time that pickling it takes)."""
+    """`explain_with_text` in a worker, on the store as of `now` read there, as JSON."""
     snapshot = _reader(path).read_snapshot(now)
-    result = TickResult.model_validate_json(last_result) if last_result else None
-    return explain(snapshot, action_id, result, options).model_dump_json()
+    return explain_with_text(snapshot, action_id, last_result, options).model_dump_json()
+
+
+def explain_with_text(
+    snapshot: Snapshot, action_id: str, last_result: str | None, options: TickOptions
+) -> Explanation:
+    """`solver.explain.action.explain`, with the last tick's result as the server keeps it
+    (models.result.result_text)."""
+    result = read_result_text(last_result) if last_result else None
+    return explain(snapshot, action_id, result, options)
 
 
 def explain_failure_from_file(

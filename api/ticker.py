@@ -22,28 +22,37 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from api.leader import Leadership
 from api.solver_process import Solves, ThreadSolves
-from api.store.records import AppliedTick, LeaseLost, SnapshotOvertaken, Store, TickViews
+from api.store.records import (
+    AppliedTick,
+    LeaseLost,
+    SnapshotOvertaken,
+    Store,
+    TickViews,
+    TickWriteBack,
+)
 from api.tick_work import (
     ForecastFn,
     Forecasting,
     HeadExplaining,
     SolvedTick,
+    TickAnswer,
     TickFn,
+    answer_tick,
     forecast_kept,
     read_ahead,
     solve_from_file,
-    solve_tick,
 )
+from models.encoded import EncodedModels
 from models.errors import SluiceError
 from models.explanation import Explanation
-from models.forecast import LearnedDurations, StartForecast, read_forecast_lines
-from models.result import TickResult, WaitingAction
+from models.forecast import LearnedDurations, StartForecast
+from models.result import TickResult, WaitingAction, result_summary
 
 log = logging.getLogger("sluice.tick")
 
@@ -98,12 +107,20 @@ class TickLoop:
         self.solves = solves or ThreadSolves()
         self.database = database
         self.stats = TickStats()
-        self.last_result: TickResult | None = None
-        self.waiting: dict[str, WaitingAction] = {}  # the last tick's reasons, by action id
+        # The last tick's result without its lists of actions (its time, the queues' usage,
+        # the quota part: models.result.result_summary), its waiting actions' reasons by
+        # action id, and the whole result as text (models.result.result_text) for the
+        # explanations. A leader keeps the waiting entries as the worker encoded them, and
+        # decodes the one a read shows (models.encoded).
+        self.last_summary: TickResult | None = None
+        self.waiting: Mapping[str, WaitingAction] = {}
+        self.last_text: str | None = None
         # The last tick's explanations of blocked strict_fifo heads, by queue name.
         self.head_explanations: dict[str, Explanation] = {}
-        self.forecasts: dict[str, StartForecast] = {}  # the last tick's, by waiting action id
-        self._forecasts_of = 0  # the tick whose forecasts those are (older: carried over)
+        # The last forecasts made, by action id: the last tick's, or until they come, the
+        # tick's before (`forecast` shows them only for actions still waiting).
+        self.forecasts: Mapping[str, StartForecast] = {}
+        self._forecasts_of = 0  # the tick whose forecasts those are
         # Scheduled or running actions the last tick failed at their deadline, by queue (the
         # watch streams tell their executors to stop them); ids expired by a tick that was
         # not written back wait for the next one that is.
@@ -153,7 +170,8 @@ class TickLoop:
             last = await asyncio.to_thread(self.store.last_tick, self.stats.last_number)
             if last.number > self.stats.last_number and last.result is not None:
                 self.stats.last_finished_at = last.finished_at
-                await self._show(last.result, last.number, last.views)
+                summary, waiting = await asyncio.to_thread(_shown, last.result)
+                await self._show(summary, waiting, last.text, last.number, last.views)
                 self._read_ahead()
             shown = self.stats.last_number
             if shown and self._forecasts_of != shown:
@@ -178,18 +196,29 @@ class TickLoop:
         except Exception as error:  # only a warm-up: the next tick reads what it needs
             log.warning("reading ahead failed: %s", error)
 
-    async def _show(self, result: TickResult, number: int, views: TickViews) -> None:
-        """Make `result` the tick views and metrics show, and wake the watchers. Until its
-        forecasts are made (or read), those of the last tick for the actions still waiting."""
+    async def _show(
+        self,
+        summary: TickResult,
+        waiting: Mapping[str, WaitingAction],
+        text: str | None,
+        number: int,
+        views: TickViews,
+    ) -> None:
+        """Make this tick the one views and metrics show, and wake the watchers. Until its
+        forecasts are made (or read), those of the last tick for the actions still waiting
+        (`forecast`)."""
         async with self._ticked:
-            self.last_result = result
-            self.waiting = {entry.action: entry for entry in result.waiting}
+            self.last_summary, self.waiting, self.last_text = summary, waiting, text
             self.head_explanations = views.head_explanations
             self.deadline_exceeded = views.deadline_exceeded
-            kept = self.forecasts.items()
-            self.forecasts = {id_: ahead for id_, ahead in kept if id_ in self.waiting}
             self.stats.last_number = number
             self._ticked.notify_all()
+
+    def forecast(self, action_id: str) -> StartForecast | None:
+        """When the action should start, if the last tick left it waiting: the forecast made
+        after that tick, or until it is made, after the tick before (filtered here, when read,
+        rather than for every action at each tick)."""
+        return self.forecasts.get(action_id) if action_id in self.waiting else None
 
     async def _tick_forever(self) -> None:
         while not self._stopping.is_set():
@@ -212,7 +241,8 @@ class TickLoop:
                 await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, self.period_s - elapsed))
 
     async def run_once(self) -> TickResult | None:
-        """One tick; a failure is logged and counted, and the loop goes on."""
+        """One tick; a failure is logged and counted, and the loop goes on. Returns the
+        written-back tick's summary (models.result.result_summary), else None."""
         async with self._one_at_a_time:
             started = time.perf_counter()
             epoch = self.leadership.current()
@@ -222,7 +252,7 @@ class TickLoop:
                 await self.follow()
                 return None
             try:
-                solved, applied, phases = await self._tick(epoch)
+                answer, solved, write, applied, phases = await self._tick(epoch)
             except LeaseLost as error:
                 self.stats.fenced += 1
                 self.leadership.lost()
@@ -242,13 +272,19 @@ class TickLoop:
                     "tick failed; retrying next period", extra={"tick": self.stats.ticks + 1}
                 )
                 return None
-            recorded = await self._record(solved, applied, phases, started)
+            await self._record(answer, solved, write, applied, phases, started)
             await self._forecast(applied.number)
-            return recorded
+            return solved.result
 
     async def _record(
-        self, solved: SolvedTick, applied: AppliedTick, phases: dict[str, float], started: float
-    ) -> TickResult:
+        self,
+        answer: TickAnswer,
+        solved: SolvedTick,
+        write: TickWriteBack,
+        applied: AppliedTick,
+        phases: dict[str, float],
+        started: float,
+    ) -> None:
         """Keep a written-back tick for metrics and watchers, and wake the watchers."""
         result = solved.result
         self.stats.rejected_actions += result.solver.rejected_actions
@@ -263,24 +299,25 @@ class TickLoop:
         views = TickViews(solved.head_explanations, self._expired)
         self._expired = {}
         self.stats.ticks += 1
-        await self._show(result, applied.number, views)
+        waiting = EncodedModels(WaitingAction, answer.waiting)
+        await self._show(result, waiting, answer.text, applied.number, views)
         for listener in self.on_tick:
             listener(self.stats)
-        log.debug(
-            "tick %d: %d scheduled, %d failed, %d waiting in %.3f s",
-            self.stats.ticks,
-            applied.scheduled,
-            applied.failed,
-            len(result.waiting),
-            self.stats.last_duration_s,
-            extra={
-                "tick": self.stats.ticks,
-                "scheduled": [decision.action for decision in result.scheduled],
-                "failed": [failure.action for failure in result.failed],
-                "stale": applied.stale,
-            },
-        )
-        return result
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "tick %d: %d scheduled, %d failed, %d waiting in %.3f s",
+                self.stats.ticks,
+                applied.scheduled,
+                applied.failed,
+                len(waiting),
+                self.stats.last_duration_s,
+                extra={
+                    "tick": self.stats.ticks,
+                    "scheduled": [row[0] for row in write.rows.scheduled],
+                    "failed": [row[0] for row in write.rows.failed],
+                    "stale": applied.stale,
+                },
+            )
 
     def _before_snapshot(self, epoch: int) -> None:
         """Fail scheduled and running actions whose deadline has come and stop reusable pools
@@ -298,35 +335,39 @@ class TickLoop:
         grace = timedelta(seconds=max(2 * self.period_s, 1.0))
         self.store.fire_triggers(now, grace, epoch=epoch)
 
-    async def _tick(self, epoch: int) -> tuple[SolvedTick, AppliedTick, dict[str, float]]:
+    async def _tick(
+        self, epoch: int
+    ) -> tuple[TickAnswer, SolvedTick, TickWriteBack, AppliedTick, dict[str, float]]:
         """Solve in the worker, which reads the snapshot itself; or, in thread mode, read and
-        solve in threads here. Either way the write-back runs here, in a thread.
+        solve in threads here. Either way the answer comes in the forms this process keeps
+        (api.tick_work.TickAnswer), and the write-back runs here, in a thread.
 
         `handoff` is the worker call's time beyond its read, solve and explanations:
-        starting the call and decoding the answer (the pre-tick writes are in no phase)."""
+        starting the call, making the answer's forms and decoding its summary (the pre-tick
+        writes are in no phase)."""
         await asyncio.to_thread(self._before_snapshot, epoch)
         clock = time.perf_counter()
         if self.database is None:
             planned = await asyncio.to_thread(self.store.read_tick_input, datetime.now(UTC))
             read_s = time.perf_counter() - clock
-            solved = await self.solves.run(
-                solve_tick, self.tick_fn, planned.snapshot, self.heads, self._keep_as
+            answer = await self.solves.run(
+                answer_tick, self.tick_fn, planned.snapshot, self.heads, self._keep_as
             )
             generation, rejected = planned.generation, planned.rejected
         else:
             now = datetime.now(UTC)
-            answer = await self.solves.run(
+            worker = await self.solves.run(
                 solve_from_file, self.database, now, self.tick_fn, self.heads, self._keep_as
             )
-            solved = await asyncio.to_thread(answer.decode)
-            generation, read_s = answer.generation, answer.read_s
-            rejected = await asyncio.to_thread(self.store.fail_unreadable, answer.unreadable, now)
+            answer, generation, read_s = worker.answer, worker.generation, worker.read_s
+            rejected = await asyncio.to_thread(self.store.fail_unreadable, worker.unreadable, now)
+        solved, write = await asyncio.to_thread(answer.decode)
         self.stats.rejected_actions += rejected
         returned = time.perf_counter()
         views = TickViews(solved.head_explanations, self._expired)
         applied = await asyncio.to_thread(
             functools.partial(self.store.apply_tick, epoch=epoch, views=views),
-            solved.result,
+            write,
             generation,
         )
         phases = {
@@ -336,7 +377,7 @@ class TickLoop:
             "handoff": max(0.0, returned - clock - read_s - solved.solve_s - solved.explain_s),
             "write": time.perf_counter() - returned,
         }
-        return solved, applied, phases
+        return answer, solved, write, applied, phases
 
     async def _forecast(self, number: int) -> None:
         """After written-back tick `number`: when each action it left waiting should start,
@@ -351,8 +392,8 @@ class TickLoop:
                 lambda: LearnedDurations.learn(self.store.finished_runs())
             )
             forecasting = Forecasting(self.forecast_fn, learned)
-            lines = await self.solves.run(forecast_kept, self._keep_as, forecasting)
-            self.forecasts = await asyncio.to_thread(read_forecast_lines, lines)
+            encoded = await self.solves.run(forecast_kept, self._keep_as, forecasting)
+            self.forecasts = EncodedModels(StartForecast, encoded)
         except Exception:  # the tick's decisions stand whatever happens here
             log.exception("forecast failed; waiting actions show none this tick")
             self.forecasts = {}
@@ -369,3 +410,9 @@ class TickLoop:
         async with self._ticked:
             await self._ticked.wait_for(lambda: self.stats.last_number > after)
             return self.stats.last_number
+
+
+def _shown(result: TickResult) -> tuple[TickResult, dict[str, WaitingAction]]:
+    """What a follower shows of a tick it read whole: its summary, and its waiting actions
+    by id (the leader's worker sends these in this form)."""
+    return result_summary(result), {entry.action: entry for entry in result.waiting}

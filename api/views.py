@@ -33,7 +33,7 @@ def queue_view(store: Store, ticker: TickLoop, name: str) -> QueuePublic:
 
 
 def _view(record: QueueRecord, counts: dict[str, QueueCounts], ticker: TickLoop) -> QueuePublic:
-    result = ticker.last_result
+    result = ticker.last_summary
     name = record.queue.name
     metrics = result.queues.get(name) if result else None
     return QueuePublic.of(
@@ -47,19 +47,19 @@ def _view(record: QueueRecord, counts: dict[str, QueueCounts], ticker: TickLoop)
 
 def action_view(record: ActionRecord, ticker: TickLoop) -> ActionPublic:
     action_id = record.action.id
-    return ActionPublic.of(record, ticker.waiting.get(action_id), ticker.forecasts.get(action_id))
+    return ActionPublic.of(record, ticker.waiting.get(action_id), ticker.forecast(action_id))
 
 
 def job_queue_view(store: Store, ticker: TickLoop, name: str) -> JobQueuePublic:
     """One quota-managed job queue: status and job counts now, usage as of the last tick."""
-    result = ticker.last_result
+    result = ticker.last_summary
     return JobQueuePublic.of(
         store.get_job_queue(name), store.share_counts(name), result.quota if result else None
     )
 
 
 def job_queue_views(store: Store, ticker: TickLoop) -> list[JobQueuePublic]:
-    result = ticker.last_result
+    result = ticker.last_summary
     counts = store.share_counts()
     quota = result.quota if result else None
     return [JobQueuePublic.of(record, counts, quota) for record in store.list_job_queues()]

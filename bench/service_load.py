@@ -3,6 +3,7 @@ latency during ticks against between them, with 10,000 actions queued.
 
     .venv/bin/python -m bench.service_load [--seconds 10] [--concurrency 8] [--queued 10000]
         [--tick-worker thread --tick-worker process] [--sluice PATH] [--no-ticks]
+        [--no-access-log]
 
 It starts its own server on a loopback port with a fresh SQLite file (WAL,
 synchronous=FULL), so every acknowledged submission has been fsynced. Each --tick-worker
@@ -46,6 +47,7 @@ POLLED = "/queues/gang"
 class Server:
     sluice: str  # the `sluice` executable
     tick_worker: str  # its --tick-worker, or "default" for none
+    access_log: bool = True  # False: --no-access-log (a build from before the option has none)
 
 
 DEFAULT_SERVER = Server(SLUICE, "default")
@@ -69,6 +71,8 @@ def start_server(
     command = [server.sluice, "serve", "--db", db, "--port", str(port)]
     if server.tick_worker != "default":
         command += ["--tick-worker", server.tick_worker]
+    if not server.access_log:
+        command.append("--no-access-log")
     process = subprocess.Popen(
         [*command, "--period", str(period_s)],
         stdout=subprocess.DEVNULL,
@@ -159,13 +163,16 @@ def _fill(url: str, count: int) -> None:
 
 def _tick_figures(url: str) -> dict[str, float]:
     """The last tick's time per phase and in all (/metrics keeps a histogram of every
-    tick's duration, so the last tick's total is the sum of its phases)."""
+    tick's duration, so the last tick's total is the sum of its phases). The forecast made
+    after the write-back is no phase of the tick, and shows only once it is made, so a
+    sample taken before it would have lacked the key others had."""
     text = httpx.get(f"{url}/metrics").text
     figures = {
         phase: float(seconds)
         for phase, seconds in re.findall(
             r'^sluice_tick_phase_seconds\{phase="(\w+)"\} (\S+)$', text, re.M
         )
+        if phase != "forecast"
     }
     if not figures:
         raise SystemExit("/metrics has no sluice_tick_phase_seconds")
@@ -190,10 +197,13 @@ def main() -> None:
         action="store_true",
         help="submissions alone: no tick after the fill (a period of a day), no GET phase",
     )
+    parser.add_argument(
+        "--no-access-log", action="store_true", help="serve without uvicorn's line per request"
+    )
     args = parser.parse_args()
     for worker in args.tick_worker or ["thread", "process"]:
-        print(f"--tick-worker {worker}:")
-        _measure(Server(args.sluice, worker), args)
+        print(f"--tick-worker {worker}{' --no-access-log' if args.no_access_log else ''}:")
+        _measure(Server(args.sluice, worker, access_log=not args.no_access_log), args)
 
 
 def _measure(server: Server, args: argparse.Namespace) -> None:
@@ -221,6 +231,11 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
             f" {mean['total'] * 1000:.0f} ms ({phases}), mean of {len(steady)} ticks;"
             f" CPU of the server's worker processes {workers_s * 1000:.0f} ms a tick"
         )
+        ticks, api_s = _api_cpu_per_tick(url, pid, 4 * args.period)
+        print(
+            f"  API process CPU per tick with no requests: {api_s * 1000:.1f} ms"
+            f" ({ticks} ticks)"
+        )
         during, outside = asyncio.run(_get_latencies(url, args.seconds))
         p99_during, p99_outside = _p99(during), _p99(outside)
         print(
@@ -230,6 +245,17 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
             f" ratio {p99_during / p99_outside:.2f}x"
         )
         _submissions(url, pid, waiting, args, "ticks running")
+
+
+def _api_cpu_per_tick(url: str, pid: int, seconds: float) -> tuple[int, float]:
+    """The API process's CPU per tick over `seconds` in which nothing is asked of it: what
+    ticking costs the process that serves requests."""
+    before = httpx.get(f"{url}/healthz").json()["ticks"]
+    cpu_before = _cpu_seconds(pid)
+    time.sleep(seconds)
+    cpu = _cpu_seconds(pid) - cpu_before
+    ticks = httpx.get(f"{url}/healthz").json()["ticks"] - before
+    return ticks, cpu / max(ticks, 1)
 
 
 def _submissions(url: str, pid: int, waiting: int, args: argparse.Namespace, ticks: str) -> None:

@@ -9,13 +9,14 @@ its queue's (at least LEARNED_MINIMUM of them).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from pydantic import BaseModel, Field, TypeAdapter
 
 from models.construct import collections_deferred
+from models.encoded import EncodedModels
 from models.fields import Timestamp
 from models.result import LINE_ENTRIES
 from models.snapshot import Action
@@ -36,15 +37,25 @@ class StartForecast(BaseModel):
 
 
 _BY_ACTION: TypeAdapter[dict[str, StartForecast]] = TypeAdapter(dict[str, StartForecast])
+_KEY: TypeAdapter[str] = TypeAdapter(str)  # an action id, as _BY_ACTION writes it
 
 
-def forecast_lines(forecasts: dict[str, StartForecast]) -> list[bytes]:
+def forecast_lines(forecasts: Mapping[str, StartForecast]) -> list[bytes]:
     """`forecasts` (by action id) as JSON objects of at most LINE_ENTRIES each, for a reader
-    to decode one at a time (models.result.split_result says why)."""
-    entries = list(forecasts.items())
+    to decode one at a time (models.result.split_result says why). Forecasts kept encoded
+    (models.encoded) are joined as they are, not decoded and dumped again."""
+    if isinstance(forecasts, EncodedModels):
+        entries = [
+            _KEY.dump_json(action) + b":" + encoded for action, encoded in forecasts.encoded.items()
+        ]
+        return [
+            b"{" + b",".join(entries[i : i + LINE_ENTRIES]) + b"}"
+            for i in range(0, len(entries), LINE_ENTRIES)
+        ]
+    items = list(forecasts.items())
     return [
-        _BY_ACTION.dump_json(dict(entries[i : i + LINE_ENTRIES]))
-        for i in range(0, len(entries), LINE_ENTRIES)
+        _BY_ACTION.dump_json(dict(items[i : i + LINE_ENTRIES]))
+        for i in range(0, len(items), LINE_ENTRIES)
     ]
 
 

@@ -9,6 +9,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from models.construct import collections_deferred
+from models.encoded import EncodedModels, encode
 from models.errors import ErrorCode
 from models.fields import Timestamp
 from models.quota_result import QuotaTickResult
@@ -143,24 +144,44 @@ class ResultPart(BaseModel):
     waiting: list[WaitingAction] = Field(default_factory=list)
 
 
-def split_result(result: TickResult) -> tuple[TickResult, list[bytes]]:
+def result_summary(result: TickResult) -> TickResult:
+    """`result` without its lists of actions and pools (scheduled, started, failed, waiting):
+    its time, the queues' usage, the quota part and the solver's figures, which is what a
+    server shows of a tick beside each action's own entry."""
+    return result.model_copy(
+        update={"scheduled": [], "environments_started": [], "failed": [], "waiting": []}
+    )
+
+
+def encoded_waiting(result: TickResult) -> EncodedModels[WaitingAction]:
+    """Each waiting action's entry as its JSON, by action id (models.encoded)."""
+    return EncodedModels.of(WaitingAction, ((entry.action, entry) for entry in result.waiting))
+
+
+def split_result(
+    result: TickResult, waiting: EncodedModels[WaitingAction] | None = None
+) -> tuple[TickResult, list[bytes]]:
     """`result` without its scheduled and waiting actions, and those as JSON lines (no
     newline inside one) of at most LINE_ENTRIES each, for a reader to decode a line at a time
-    (`join_result`) and let other threads run between lines."""
+    (`join_result`) and let other threads run between lines. `waiting`: the result's waiting
+    actions encoded already (`encoded_waiting`), whose lines are then joined, not dumped."""
     rest = result.model_copy(update={"scheduled": [], "waiting": []})
     parts = [
-        ResultPart(scheduled=result.scheduled[i : i + LINE_ENTRIES]).model_dump_json(
-            exclude={"waiting"}
-        )
+        ResultPart(scheduled=result.scheduled[i : i + LINE_ENTRIES])
+        .model_dump_json(exclude={"waiting"})
+        .encode()
         for i in range(0, len(result.scheduled), LINE_ENTRIES)
     ]
+    if waiting is not None and len(waiting) == len(result.waiting):
+        entries = list(waiting.encoded.values())
+    else:  # none given, or an id repeated (the mapping then holds fewer entries)
+        entries = [encode(entry) for entry in result.waiting]
+    # As ResultPart(waiting=...).model_dump_json(exclude={"scheduled"}) writes them.
     parts += [
-        ResultPart(waiting=result.waiting[i : i + LINE_ENTRIES]).model_dump_json(
-            exclude={"scheduled"}
-        )
-        for i in range(0, len(result.waiting), LINE_ENTRIES)
+        b'{"waiting":[' + b",".join(entries[i : i + LINE_ENTRIES]) + b"]}"
+        for i in range(0, len(entries), LINE_ENTRIES)
     ]
-    return rest, [part.encode() for part in parts]
+    return rest, parts
 
 
 def join_result(rest: TickResult, parts: Sequence[bytes | str]) -> TickResult:
@@ -174,10 +195,11 @@ def join_result(rest: TickResult, parts: Sequence[bytes | str]) -> TickResult:
     return rest.model_copy(update={"scheduled": scheduled, "waiting": waiting})
 
 
-def result_text(result: TickResult) -> str:
+def result_text(result: TickResult, waiting: EncodedModels[WaitingAction] | None = None) -> str:
     """`result` as the text of a split result's lines, the rest first: a whole result's JSON
-    is such a text too (one line), so `read_result_text` reads both."""
-    rest, parts = split_result(result)
+    is such a text too (one line), so `read_result_text` reads both. `waiting`: as for
+    `split_result`."""
+    rest, parts = split_result(result, waiting)
     return "\n".join([rest.model_dump_json(), *(part.decode() for part in parts)])
 
 
@@ -199,8 +221,10 @@ __all__ = [
     "TickResult",
     "WaitReason",
     "WaitingAction",
+    "encoded_waiting",
     "join_result",
     "read_result_text",
+    "result_summary",
     "result_text",
     "split_result",
 ]

@@ -39,5 +39,4 @@ async def get_explanation(
     Judged against the store as it is now and the last tick's decisions; the answer is
     kept until the next tick, so asking again in the same tick solves nothing."""
     explanation = await explanations.get(action_id)
-    # The last tick's forecasts cover exactly the actions it left waiting.
-    return ActionExplanation.of(explanation, ticker.forecasts.get(action_id))
+    return ActionExplanation.of(explanation, ticker.forecast(action_id))

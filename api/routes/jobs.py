@@ -32,7 +32,7 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
 def _last_tick(ticker: TickLoop) -> LastTick:
-    result = ticker.last_result
+    result = ticker.last_summary
     return LastTick.of(result.quota if result else None)
 
 

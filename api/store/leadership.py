@@ -19,6 +19,7 @@ runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -29,7 +30,7 @@ from api.store.connection import SqlDatabase, read_time, stored_time
 from api.store.records import LastTick, Lease, TickViews
 from models.explanation import Explanation
 from models.forecast import StartForecast, forecast_lines, read_forecast_lines
-from models.result import TickResult, read_result_text, result_text
+from models.result import read_result_text
 
 _EXPLANATIONS: TypeAdapter[dict[str, Explanation]] = TypeAdapter(dict[str, Explanation])
 
@@ -44,9 +45,10 @@ class TickRow:
     deadline_exceeded: str
 
     @classmethod
-    def of(cls, result: TickResult, views: TickViews) -> TickRow:
+    def of(cls, result_text: str, views: TickViews) -> TickRow:
+        """`result_text`: the result as models.result.result_text writes it."""
         return cls(
-            result=result_text(result),
+            result=result_text,
             head_explanations=_EXPLANATIONS.dump_json(views.head_explanations).decode(),
             deadline_exceeded=json.dumps(views.deadline_exceeded),
         )
@@ -125,9 +127,10 @@ class SqlLeadership(SqlDatabase):
             finished_at=read_time(finished_at),
             result=read_result_text(result) if result else None,
             views=views,
+            text=result,
         )
 
-    def record_forecasts(self, number: int, forecasts: dict[str, StartForecast]) -> None:
+    def record_forecasts(self, number: int, forecasts: Mapping[str, StartForecast]) -> None:
         """Keep tick `number`'s forecasts with it, if it is still the last tick (a forecast
         made after another leader's newer tick is dropped) and other processes read it."""
         if not self.shared:

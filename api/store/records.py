@@ -7,7 +7,7 @@ life the store tracks beside them (phase, times, the last preemption).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -24,7 +24,7 @@ from models.quota import (
     ServiceEnvironment,
 )
 from models.quota_result import PreemptReason
-from models.result import TickResult
+from models.result import TickResult, result_summary, result_text
 from models.snapshot import (
     Action,
     Cluster,
@@ -290,6 +290,54 @@ class LeaseLost(FailedPrecondition):
 
 
 @dataclass(frozen=True)
+class DecisionRows:
+    """A tick's decisions on actions and pools as its write-back writes them: ids, placements
+    already dumped, codes. Made where the tick was solved (the worker), so the writer decodes
+    and dumps nothing per action."""
+
+    # (environment, cluster, placement JSON) of each reusable pool started.
+    environments_started: list[tuple[str, str, str]] = field(default_factory=list)
+    # (action, cluster, placement JSON, environment); cluster and placement None: the action
+    # joins the running pool of its environment.
+    scheduled: list[tuple[str, str | None, str | None, str | None]] = field(default_factory=list)
+    failed: list[tuple[str, ErrorCode, str]] = field(default_factory=list)  # action, code, message
+
+    @classmethod
+    def of(cls, result: TickResult) -> DecisionRows:
+        scheduled: list[tuple[str, str | None, str | None, str | None]] = []
+        for decision in result.scheduled:
+            placed = decision.placement()
+            if placed is None:
+                scheduled.append((decision.action, None, None, decision.environment))
+            else:
+                row = (decision.action, placed.cluster, placed.model_dump_json(), None)
+                scheduled.append(row)
+        return cls(
+            environments_started=[
+                (start.environment, start.cluster, start.placement().model_dump_json())
+                for start in result.environments_started
+            ],
+            scheduled=scheduled,
+            failed=[(f.action, f.code, f.message) for f in result.failed],
+        )
+
+
+@dataclass(frozen=True)
+class TickWriteBack:
+    """What a tick's write-back stores: the result's summary (its time, the queues' usage, the
+    quota part: models.result.result_summary), its decisions as rows, and the whole result as
+    text (models.result.result_text), kept where other replicas read it."""
+
+    summary: TickResult
+    rows: DecisionRows
+    text: str
+
+    @classmethod
+    def of(cls, result: TickResult) -> TickWriteBack:
+        return cls(result_summary(result), DecisionRows.of(result), result_text(result))
+
+
+@dataclass(frozen=True)
 class AppliedTick:
     """What of a tick's decisions still applied when it was written back."""
 
@@ -333,6 +381,7 @@ class LastTick:
     finished_at: datetime | None
     result: TickResult | None
     views: TickViews = field(default_factory=TickViews)
+    text: str | None = None  # `result` as it is stored (models.result.result_text)
 
 
 # -- triggers ----------------------------------------------------------------------------------
@@ -499,7 +548,7 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
     def fail_unreadable(self, invalid: dict[str, str], now: datetime) -> int: ...
     def apply_tick(
         self,
-        result: TickResult,
+        tick: TickResult | TickWriteBack,
         generation: int,
         *,
         epoch: int | None = None,
@@ -511,7 +560,7 @@ class Store(QuotaStore, TriggerStore, TaskStore, Protocol):
     def hold_lease(self, holder: str, epoch: int | None, ttl_s: float) -> Lease: ...
     def release_lease(self, holder: str, epoch: int) -> None: ...
     def last_tick(self, after: int = -1) -> LastTick: ...
-    def record_forecasts(self, number: int, forecasts: dict[str, StartForecast]) -> None: ...
+    def record_forecasts(self, number: int, forecasts: Mapping[str, StartForecast]) -> None: ...
     def tick_forecasts(self, number: int) -> dict[str, StartForecast] | None: ...
 
     def close(self) -> None: ...

@@ -36,6 +36,7 @@ from api.store.records import (
     SnapshotOvertaken,
     TickInput,
     TickViews,
+    TickWriteBack,
 )
 from models.errors import ErrorCode
 from models.result import TickResult
@@ -353,7 +354,7 @@ class SqlTickIO(SqlDatabase):
 
     def apply_tick(
         self,
-        result: TickResult,
+        tick: TickResult | TickWriteBack,
         generation: int,
         *,
         epoch: int | None = None,
@@ -380,8 +381,13 @@ class SqlTickIO(SqlDatabase):
         (api.store.leadership; `LeaseLost` if another replica took it). The tick is kept
         as the last tick, numbered, in the same transaction, with its result and `views`
         where other replicas read them (`shared`).
+
+        `tick`: the result, or the write-back its solving process made of it (what the
+        service passes, so this process dumps no placement and no result text).
         """
-        shown = TickRow.of(result, views or TickViews()) if self.shared else None
+        write = tick if isinstance(tick, TickWriteBack) else TickWriteBack.of(tick)
+        result, rows = write.summary, write.rows
+        shown = TickRow.of(write.text, views or TickViews()) if self.shared else None
         now = stored_time(result.now)
         stale: list[str] = []
         scheduled = failed = started = 0
@@ -394,44 +400,38 @@ class SqlTickIO(SqlDatabase):
                     f" at {current}: its decisions were not applied; the next tick re-plans"
                 )
             bump_generation(conn)
-            for start in result.environments_started:
-                placement = start.placement()
+            for environment, cluster, placement_json in rows.environments_started:
                 started += conn.execute(
                     "UPDATE environments SET running = 1, placement = ?, cluster = ?"
                     " WHERE name = ? AND running = 0",
-                    (placement.model_dump_json(), start.cluster, start.environment),
+                    (placement_json, cluster, environment),
                 ).rowcount
-            for decision in result.scheduled:
-                placement_json = cluster = None
-                placed = decision.placement()
-                if placed is not None:
-                    cluster = placed.cluster
-                    placement_json = placed.model_dump_json()
-                elif decision.environment is not None:
+            for action_id, placed_in, placed_json, joined in rows.scheduled:
+                if joined is not None:
                     # Joining a pool: the pool must be up, or the action stays queued.
                     row = conn.execute(
-                        "SELECT running FROM environments WHERE name = ?", (decision.environment,)
+                        "SELECT running FROM environments WHERE name = ?", (joined,)
                     ).fetchone()
                     if not row or not row[0]:
-                        stale.append(decision.action)
+                        stale.append(action_id)
                         continue
                 changed = conn.execute(
                     "UPDATE actions SET phase = 'scheduled', placement = ?, cluster = ?,"
                     " scheduled_at = ? WHERE id = ? AND phase = 'queued'",
-                    (placement_json, cluster, now, decision.action),
+                    (placed_json, placed_in, now, action_id),
                 ).rowcount
                 scheduled += changed
                 if not changed:
-                    stale.append(decision.action)
-            for failure in result.failed:
+                    stale.append(action_id)
+            for action_id, code, message in rows.failed:
                 changed = conn.execute(
                     "UPDATE actions SET phase = 'failed', code = ?, message = ?, finished_at = ?"
                     " WHERE id = ? AND phase = 'queued'",
-                    (failure.code.value, failure.message, now, failure.action),
+                    (code.value, message, now, action_id),
                 ).rowcount
                 failed += changed
                 if not changed:
-                    stale.append(failure.action)
+                    stale.append(action_id)
             conn.executemany(
                 "UPDATE queues SET head_blocked_since = ? WHERE name = ?",
                 [

@@ -50,7 +50,7 @@ def _run(
     for _ in range(ticks):
         executor.step(clock)
         svc.tick()
-        result = svc.app.state.ticker.last_result
+        result = svc.app.state.ticker.last_summary
         assert result is not None and result.quota is not None
         results.append(result.quota)
         clock += STEP_S

@@ -73,3 +73,23 @@ def test_serve_takes_log_format_json(tmp_path: Path, no_server: list[dict[str, A
     assert result.exit_code == 0, result.output
     assert no_server[0]["log_config"] is None
     assert "log_format=json" in result.stderr
+
+
+def test_the_access_log_is_on_unless_turned_off(
+    tmp_path: Path, no_server: list[dict[str, Any]]
+) -> None:
+    """A line per request by default (D310); `--no-access-log`, SLUICE_ACCESS_LOG or the
+    config file turn it off, and the printed configuration says which."""
+    db = str(tmp_path / "s.db")
+    result = CliRunner().invoke(main, ["serve", "--db", db])
+    assert result.exit_code == 0, result.output
+    assert no_server[-1]["access_log"] is True and "access_log=True" in result.stderr
+    result = CliRunner().invoke(main, ["serve", "--db", db, "--no-access-log"])
+    assert no_server[-1]["access_log"] is False and "access_log=False" in result.stderr
+    result = CliRunner().invoke(main, ["serve", "--db", db], env={"SLUICE_ACCESS_LOG": "false"})
+    assert no_server[-1]["access_log"] is False
+    config = tmp_path / "sluice.yaml"
+    config.write_text(f"db: {db}\naccess-log: false\n")
+    result = CliRunner().invoke(main, ["serve", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert no_server[-1]["access_log"] is False

@@ -8,6 +8,7 @@ GIL."
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -17,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from api.config import TickWorker
-from models.result import TickResult
+from models.encoded import EncodedModels
+from models.forecast import StartForecast
+from models.result import TickResult, WaitingAction
 from models.snapshot import Snapshot
 from solver import tick
 from tests.support.metrics import value
@@ -159,3 +162,35 @@ def test_the_workers_read_the_store_themselves_and_see_a_move(tmp_path: Path) ->
         assert (second["queue"], second["state"]) == ("open", "scheduled")
         placed = svc.ok("GET", "/actions/second/explanation")
         assert placed["state"] == "scheduled"
+
+
+def _alive(model: type[object]) -> int:
+    return sum(isinstance(thing, model) for thing in gc.get_objects())
+
+
+@pytest.mark.slow
+def test_the_server_decodes_no_waiting_action_when_a_tick_comes_back(tmp_path: Path) -> None:
+    """Issue 12: "The service solves in a separate worker process (or processes), fed by the
+    incremental problem, so the API's event loop and threads never wait on the solver or the
+    GIL." The hand-off too (D311): the worker sends each waiting action's entry and forecast
+    as the JSON a read shows, and the server keeps them so; decoding every one held the
+    server's GIL for about 80 ms a tick at 10,000 queued, while GETs waited. A read decodes
+    the one entry it shows."""
+    with service(tmp_path, tick_worker=TickWorker.PROCESS) as svc:
+        svc.ok("POST", "/queues", {"name": "full", "max_resources": {"cpu": "1"}}, status=201)
+        batch = [
+            {"id": f"w{i}", "queue": "full", "containers": [{"resources": {"cpu": "1"}}]}
+            for i in range(300)
+        ]
+        svc.ok("POST", "/actions/batch", {"actions": batch}, status=201)
+        svc.tick()
+        ticker = svc.app.state.ticker
+        assert isinstance(ticker.waiting, EncodedModels) and len(ticker.waiting) == 299
+        assert isinstance(ticker.forecasts, EncodedModels) and len(ticker.forecasts) == 299
+        assert _alive(WaitingAction) == 0 and _alive(StartForecast) == 0
+
+        last = svc.ok("GET", "/actions/w299")
+        assert (last["state"], last["waiting_reason"]) == ("queued", "queue_cap")
+        assert last["queue_position"] == 299 and last["estimate_assumption"]
+        queue = svc.ok("GET", "/queues/full")
+        assert (queue["waiting"], queue["running_actions"]) == (299, 1)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from models.encoded import EncodedModels
 from models.forecast import StartForecast, forecast_lines, read_forecast_lines
 from models.result import (
     LINE_ENTRIES,
@@ -16,6 +17,7 @@ from models.result import (
     TickResult,
     WaitingAction,
     WaitReason,
+    encoded_waiting,
     read_result_text,
     result_text,
     split_result,
@@ -80,3 +82,37 @@ def test_forecasts_read_back_whole_from_their_lines(count: int) -> None:
     lines = forecast_lines(forecasts)
     assert len(lines) == -(-count // LINE_ENTRIES)
     assert read_forecast_lines(lines) == forecasts
+
+
+@given(st.integers(0, 3 * LINE_ENTRIES))
+def test_waiting_actions_encoded_one_by_one_make_the_same_lines(waiting: int) -> None:
+    """The worker encodes each waiting action once (the server keeps them so, D311); the
+    result's text joins those, byte for byte what dumping the lines makes."""
+    result = _result(2, waiting)
+    encoded = encoded_waiting(result)
+    assert dict(encoded) == {entry.action: entry for entry in result.waiting}
+    assert split_result(result, encoded) == split_result(result)
+    lines = [
+        ResultPart(waiting=result.waiting[i : i + LINE_ENTRIES]).model_dump_json(
+            exclude={"scheduled"}
+        )
+        for i in range(0, waiting, LINE_ENTRIES)
+    ]
+    assert [line.decode() for line in split_result(result)[1][1:]] == lines
+    assert read_result_text(result_text(result, encoded)) == result
+
+
+def test_a_repeated_waiting_id_keeps_every_entry_in_the_text() -> None:
+    result = _result(0, 3)
+    twice = result.model_copy(update={"waiting": [*result.waiting, result.waiting[0]]})
+    assert read_result_text(result_text(twice, encoded_waiting(twice))) == twice
+
+
+def test_forecasts_kept_encoded_make_the_same_lines() -> None:
+    forecasts = {
+        f"w\"é{i}": StartForecast(action=f"w{i}", estimated_start=None, assumption="unknown")
+        for i in range(2 * LINE_ENTRIES + 1)
+    }
+    encoded = EncodedModels.of(StartForecast, forecasts.items())
+    assert forecast_lines(encoded) == forecast_lines(forecasts)
+    assert dict(encoded) == forecasts and "w\"é0" in encoded and "w0" not in encoded
