@@ -6,10 +6,11 @@ checks and changes for every action (each node's free room, the queues' use of t
 caps, the fleet's free room per kind of pool, the clusters' loads) live in the arrays of a
 RoomLedger, and the loops over them (best-fit's node search, the caps and limits, an
 admission's room taken or given back) run here, in C, one action at a time or over a whole
-stretch of the line (`RoomLedger.walk`). Each step does exactly what the Python walk did
-before it (docs/engine/tick.md), number for number, so the answers are unchanged; what
-changes is the cost of an action, from about a hundred microseconds of numpy calls on
-arrays of a few dozen nodes to about one.
+stretch of the line (`walk_line`, `walk_decided`); so does the packing of an action's
+neighbourhood (`Packer`, solver.placement.closure). The rules are those of
+docs/engine/tick.md and docs/engine/exactness.md, kept number for number as the Python
+that came before (D340); what changed is the cost of an action, from about a hundred
+microseconds of numpy calls on arrays of a few dozen nodes to about one.
 
 Units and names: room and requests are int64 in the problem's placement dimensions
 (millicores, bytes, GPUs, then declared extras). Caps are compared by resource name, each
@@ -17,7 +18,8 @@ name given a small number once per process (`name_id`), so the rows that describ
 of containers (UnitRows) or a demand (ChargeRows) are built once and shared by every plan
 of a problem and of the problems changed from it (what explanations walk). A queue's use
 is kept here as it counts against its caps, saturating at 2**61 (every cap is below it, so
-no comparison changes, and a use and an amount add up without overflow); the exact amounts a result reports stay with the Plan.
+no comparison changes, and a use and an amount add up without overflow); the exact amounts
+a result reports stay with the Plan.
 """
 
 import numpy as np
@@ -277,7 +279,7 @@ cdef class Fleet:
 
     def __init__(self, problem, Rows rows, is_device, is_whole_nvidia):
         """`is_device` and `is_whole_nvidia` tell a resource name's kind (models.resources)."""
-        cdef Py_ssize_t p, q, c, d
+        cdef Py_ssize_t p, q
         self.rows = rows
         pools = problem.pools
         self.dims = len(problem.dims)
@@ -709,7 +711,7 @@ cdef class RoomLedger:
         """Each container on a node of its pools in `cluster` (only among its roomy pools),
         the others' room held while the next is placed."""
         cdef Fleet fleet = self.fleet
-        cdef Py_ssize_t n = rows.n, k, i, e, j, p, d, row, placed = 0, kind
+        cdef Py_ssize_t n = rows.n, k, i, e, j, p = -1, d, row, placed = 0, kind
         cdef int64_t[::1] pools
         cdef int64_t slot, cap
         cdef PoolChoice choice
@@ -854,7 +856,7 @@ cdef class RoomLedger:
         """Charge (+1) or give back (-1) the untyped GPUs of `items`, on the pools they sit
         in, to their devices: device caps count them."""
         cdef UnitRows rows = self.fleet.rows.unit(items)
-        self._set_spots(rows, pools, pools)
+        self._set_spots(rows, pools, None)
         self._land_rows(queue, rows, sign)
 
     cdef void _land_rows(self, Py_ssize_t queue, UnitRows rows, int sign):
@@ -918,13 +920,15 @@ cdef class RoomLedger:
             self._refresh_max(self.spot_pool[i])
 
     cdef void _set_spots(self, UnitRows rows, pools, nodes):
-        """The scratch rows of a placement given from Python, one (pool, node) a container."""
+        """The scratch rows of a placement given from Python: each container's pool, and its
+        node (`nodes` None: only the pools are read)."""
         cdef Py_ssize_t i
         if rows.n > self.spot_pool.shape[0]:
             self._size_scratch(rows.n)
         for i in range(rows.n):
             self.spot_pool[i] = pools[i]
-            self.spot_node[i] = nodes[i]
+            if nodes is not None:
+                self.spot_node[i] = nodes[i]
 
     # -- a stretch of the line ----------------------------------------------------------
 
@@ -1253,8 +1257,9 @@ cdef class Packer:
         cdef Py_ssize_t u, i, d, j, k
         cdef UnitRows rows
         cdef PoolChoice choice
-        cdef double total, least
-        cdef double products[64]
+        cdef double total
+        products = np.zeros(self.dims, dtype=np.float64)
+        cdef double[::1] product = products
         gpus = np.zeros(self.count, dtype=np.int64)
         shares = np.zeros(self.count, dtype=np.float64)
         cdef int64_t[::1] g = gpus
@@ -1281,8 +1286,8 @@ cdef class Packer:
                                 small[d] = self.share[p, d]
                         any_row = True
                 for d in range(self.dims):
-                    products[d] = <double>rows.request[i * rows.dims + d] * (small[d] * self.weight[d])
-                total += _numpy_sum(products, self.dims)
+                    product[d] = <double>rows.request[i * rows.dims + d] * (small[d] * self.weight[d])
+                total += _numpy_sum(&product[0], self.dims)
             s[u] = total
         self.order = np.zeros(self.count, dtype=np.int64)
         for u in range(self.count):
@@ -1335,7 +1340,7 @@ cdef class Packer:
                 spots = self._place(unit.queue, rows, c, fr, op, cap_room, at)
                 if spots is not None:
                     placed[u] = (c, spots)
-                    before = at.spots if at is not None else hint.spots if hint is not None else None
+                    before = hint.spots if hint is not None else None
                     for i, spot in enumerate(spots):
                         if before is None or spot != before[i]:
                             moved.add(self.pool_start[spot[0]] + spot[1])
@@ -1414,7 +1419,6 @@ cdef class Packer:
         cdef PoolChoice choice = <PoolChoice>rows.choices[i]
         cdef Py_ssize_t j, p, row, d, first = -1, best = -1, slot
         cdef double left, most, least = 0.0
-        cdef bint fits
         if spot_row >= 0 and self._fits(rows, i, fr, spot_row):
             slot = self._charged(queue, rows, i, self.row_pool[spot_row], cap_room)
             if slot < 0 or cap_room[slot] >= rows.gpus[i]:
