@@ -44,7 +44,7 @@ UNBOUNDED = np.iinfo(np.int64).max // 4  # room of a resource a node does not de
 # replica. Far above any real fleet, far below what would exhaust memory.
 MAX_POOL_NODES = 2**20
 MAX_REPLICAS = 2**16
-# Container shapes matched to node pools at once (a shapes × pools × dimensions test each).
+# (Kind, request) pairs matched to node pools at once (a pairs × pools test each).
 MATCH_BLOCK = 1024
 
 log = logging.getLogger("sluice.engine")
@@ -578,6 +578,10 @@ class _ItemMaker:
         self.queues = queues
         self.default_type = default_type
         self.matcher = _PoolMatcher(pools, len(dims))
+        # Lists of containers by their fields, each compiled once for every queue (or why it
+        # cannot be); and container shapes by what their request vector depends on.
+        self.lists: dict[tuple, _CompiledList | Exception] = {}
+        self.requests: dict[tuple, _Request] = {}
         # Items by (queue, request) shape, the first made of each; and by shape and name.
         self.shapes: dict[tuple, Item] = {}
         self.named: dict[tuple, Item] = {}
@@ -585,7 +589,6 @@ class _ItemMaker:
         # Items made since the last `match`: a cache kept across a simulation's snapshots
         # (CompileCache) must not walk every item it ever made at each one.
         self.poolless: list[tuple[tuple, Item]] = []
-        self.compiled: dict[tuple, tuple[list[Item], ResourceVector]] = {}
 
     def of(
         self, containers: list[Container], queue: QueueInfo, field_name: str = "containers"
@@ -594,62 +597,85 @@ class _ItemMaker:
         names the field (`containers.0.resources.memory`, or `resources.memory` of an
         environment's replicas) the engine cannot hold.
 
-        Most actions of a queue repeat a few lists of containers: each list is compiled once
-        and its items shared by every action of it (none is mutated)."""
+        A line repeats a few hundred lists of containers over all its queues (707 among L's
+        50,000 actions, 21,599 per queue): each list's checks, request vectors and charge
+        are made once, and per queue only its items, shared by every action of it there
+        (none is mutated)."""
         # Keyed by the containers' fields as they are: one tuple per container is all an
         # action of a known list costs (a typed and an untyped request of the default type
         # are two keys for the same items).
         key = (
             field_name,
-            queue.index,
             *[
                 (c.name, tuple(c.resources.items()), c.gpu, tuple(c.node_selector.items()))
                 for c in containers
             ],
         )
-        known = self.compiled.get(key)
-        if known is None:
-            _check_containers(containers, field_name)
-            shapes = [self._shape(c, queue) for c in containers]
-            items = [self._item(c, shape) for c, shape in zip(containers, shapes, strict=True)]
-            known = self.compiled[key] = (items, _demand(containers, items))
-        return known
+        compiled = self.lists.get(key)
+        if compiled is None:
+            compiled = self.lists[key] = self._compiled_list(containers, field_name)
+        if isinstance(compiled, Exception):
+            raise compiled.with_traceback(None)  # raised again for each action of the list
+        items = compiled.items.get(queue.index)
+        if items is None:
+            items = compiled.items[queue.index] = [
+                self._item(name, request, queue.index)
+                for name, request in zip(compiled.names, compiled.requests, strict=True)
+            ]
+        return items, compiled.demand
 
-    def _shape(self, container: Container, queue: QueueInfo) -> tuple:
-        """What the container's request vector and pool match depend on."""
+    def _compiled_list(
+        self, containers: list[Container], field_name: str
+    ) -> _CompiledList | Exception:
+        try:
+            _check_containers(containers, field_name)
+        except (ArithmeticError, ValueError) as error:
+            return error
+        requests = [self._request(c) for c in containers]
+        return _CompiledList(
+            [c.name for c in containers], requests, _demand(containers, requests), {}
+        )
+
+    def _request(self, container: Container) -> _Request:
+        """The container's request vector, GPUs, device and selector: what its item is made
+        of in any queue, and its pool match in a queue depends on."""
         gpu = container.gpu
         device = None
         if gpu is not None:
             device = gpu.device.canonical if gpu.device else self.default_type
-        return (
-            queue.index,
+        key = (
             tuple(container.resources.items()),
             gpu.count if gpu is not None else 0,
             device,
             tuple(container.node_selector.items()),
         )
+        known = self.requests.get(key)
+        if known is None:
+            vector = np.zeros(len(self.dims), dtype=np.int64)
+            for name, amount in container.resources.items():
+                dim = self.dim_of.get(name)
+                if dim is not None:
+                    vector[dim] = amount
+            vector[GPU_DIM] = key[1]
+            known = self.requests[key] = _Request(key, vector, key[1], device, dict(key[3]))
+        return known
 
-    def _item(self, container: Container, shape: tuple) -> Item:
+    def _item(self, name: str, request: _Request, queue: int) -> Item:
         # Most containers of a line repeat a few requests: one request vector and one pool
         # match per (queue, request), shared by every Item of that shape (none is mutated).
-        named = self.named.get((shape, container.name))
+        shape = (queue, request.key)
+        named = self.named.get((shape, name))
         if named is not None:
             return named
         known = self.shapes.get(shape)
         if known is None:
-            request = np.zeros(len(self.dims), dtype=np.int64)
-            for name, amount in container.resources.items():
-                dim = self.dim_of.get(name)
-                if dim is not None:
-                    request[dim] = amount
-            request[GPU_DIM] = shape[2]
             item = known = self.shapes[shape] = Item(
-                container.name, request, shape[2], shape[3], dict(shape[4])
+                name, request.vector, request.gpus, request.device, request.selector
             )
-            self.unmatched.append((item, self.queues[shape[0]]))
+            self.unmatched.append((item, self.queues[queue]))
         else:
-            item = Item(container.name, known.request, known.gpus, known.device, known.selector)
-        self.named[(shape, container.name)] = item
+            item = Item(name, known.request, known.gpus, known.device, known.selector)
+        self.named[(shape, name)] = item
         self.poolless.append((shape, item))
         return item
 
@@ -664,7 +690,29 @@ class _ItemMaker:
         self.poolless = []
 
 
-def _demand(containers: list[Container], items: list[Item]) -> ResourceVector:
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A container's request, whatever its name and queue: the items made of it share the
+    vector and the selector."""
+
+    key: tuple
+    vector: np.ndarray
+    gpus: int
+    device: str | None
+    selector: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _CompiledList:
+    """A list of containers compiled for every queue: its charge, and its items per queue."""
+
+    names: list[str]
+    requests: list[_Request]
+    demand: ResourceVector
+    items: dict[int, list[Item]]
+
+
+def _demand(containers: list[Container], requests: list[_Request]) -> ResourceVector:
     """What the containers charge against their queue's caps: named resources first, then
     devices, then untyped GPUs, the order in which a broken cap is reported."""
     amounts: dict[str, int] = {}
@@ -672,11 +720,11 @@ def _demand(containers: list[Container], items: list[Item]) -> ResourceVector:
         for name, amount in container.resources.items():
             amounts[name] = amounts.get(name, 0) + amount
     untyped = 0
-    for item in items:
-        if item.gpus and item.device is not None:
-            amounts[item.device] = amounts.get(item.device, 0) + item.gpus
+    for request in requests:
+        if request.gpus and request.device is not None:
+            amounts[request.device] = amounts.get(request.device, 0) + request.gpus
         else:
-            untyped += item.gpus
+            untyped += request.gpus
     if untyped:
         amounts[UNTYPED_GPU] = untyped
     return ResourceVector(amounts)
@@ -704,46 +752,87 @@ class _PoolMatcher:
         self._selectors: dict[tuple, np.ndarray] = {}
         self._routes: dict[int, np.ndarray] = {}
         self._type_caps: dict[int, np.ndarray] = {}
-        self._kinds: dict[tuple, np.ndarray] = {}
+        # Kinds (per queue) and requests by number, equal masks one number; the pools of a
+        # (kind, request) pair; and equal pool sets as one.
+        self._kinds: dict[tuple, int] = {}
+        self._kind_masks: list[np.ndarray] = []
+        self._kind_numbers: dict[bytes, int] = {}
+        self._fits: dict[bytes, int] = {}
+        self._fit_masks: list[np.ndarray] = []
+        self._fit_numbers: dict[bytes, int] = {}
+        self._pairs: dict[tuple[int, int], tuple[dict[int, list[int]], np.ndarray]] = {}
         self._groups: dict[bytes, tuple[dict[int, list[int]], np.ndarray]] = {}
 
     def match(self, shapes: list[tuple[Item, QueueInfo]]) -> None:
-        """Set each item's pools: those of its kind with room for it on one empty node."""
-        for start in range(0, len(shapes), MATCH_BLOCK):
-            block = shapes[start : start + MATCH_BLOCK]
-            requests = np.array([item.request for item, _ in block], dtype=np.int64)
-            kinds = np.array([self._kind(item, queue) for item, queue in block], dtype=np.bool_)
-            fits = kinds.reshape(len(block), len(self.pools)) & (
-                self.rooms[None, :, :] >= requests.reshape(len(block), 1, -1)
-            ).all(axis=2)
-            for (item, _), row in zip(block, fits, strict=True):
-                # Equal pool sets share one mapping, which keeps later per-shape caches small.
-                key = row.tobytes()
-                if key not in self._groups:
-                    flat = np.flatnonzero(row)
-                    by_cluster: dict[int, list[int]] = {}
-                    for p in flat.tolist():
-                        by_cluster.setdefault(self.pools[p].cluster, []).append(p)
-                    self._groups[key] = (by_cluster, flat)
-                item.pools, item.all_pools = self._groups[key]
+        """Set each item's pools: those of its kind with room for it on one empty node.
 
-    def _kind(self, item: Item, queue: QueueInfo) -> np.ndarray:
-        """Pools matching the container's accelerator, selector and routing, any size."""
+        What an item may use is its kind's pools (per queue: routing and type caps) that its
+        request fits: each kind's mask and each request's fit are made once, and each pair
+        of them ANDed once, a block of pairs per numpy call."""
+        pairs = [(self._kind(item, queue), self._fit(item.request)) for item, queue in shapes]
+        missing = list(dict.fromkeys(pair for pair in pairs if pair not in self._pairs))
+        if missing:
+            kinds, fits = np.array(self._kind_masks), np.array(self._fit_masks)
+            for start in range(0, len(missing), MATCH_BLOCK):
+                block = missing[start : start + MATCH_BLOCK]
+                rows = kinds[[k for k, _ in block]] & fits[[f for _, f in block]]
+                for pair, row in zip(block, rows, strict=True):
+                    self._pairs[pair] = self._group(row)
+        for (item, _), pair in zip(shapes, pairs, strict=True):
+            item.pools, item.all_pools = self._pairs[pair]
+
+    def _group(self, row: np.ndarray) -> tuple[dict[int, list[int]], np.ndarray]:
+        """The pools of a 0/1 row by cluster, and all of them: equal pool sets share one
+        mapping, which keeps later per-shape caches small."""
+        key = row.tobytes()
+        known = self._groups.get(key)
+        if known is None:
+            flat = np.flatnonzero(row)
+            by_cluster: dict[int, list[int]] = {}
+            for p in flat.tolist():
+                by_cluster.setdefault(self.pools[p].cluster, []).append(p)
+            known = self._groups[key] = (by_cluster, flat)
+        return known
+
+    def _fit(self, request: np.ndarray) -> int:
+        """The number of the pools one empty node of which holds `request`."""
+        key = request.tobytes()
+        known = self._fits.get(key)
+        if known is None:
+            fits = np.asarray((self.rooms >= request.reshape(1, -1)).all(axis=1))
+            known = self._fits[key] = self._numbered(fits, self._fit_masks, self._fit_numbers)
+        return known
+
+    def _kind(self, item: Item, queue: QueueInfo) -> int:
+        """The number of the pools matching the container's accelerator, selector and
+        routing, any size (queues routed alike share one)."""
         key = (
             queue.index,
             item.device,
             item.gpus if item.untyped else item.gpus > 0,
-            tuple(sorted(item.selector.items())),
+            tuple(sorted(item.selector.items())) if item.selector else (),
         )
-        if key not in self._kinds:
+        known = self._kinds.get(key)
+        if known is None:
             if item.gpus == 0:
                 mask = self.gpus == 0
             elif item.device is not None:
                 mask = self.devices == item.device
             else:
                 mask = self.whole_nvidia & (self._type_cap(queue) >= item.gpus)
-            self._kinds[key] = mask & self._routed(queue) & self._selected(item.selector)
-        return self._kinds[key]
+            mask = mask & self._routed(queue) & self._selected(item.selector)
+            known = self._kinds[key] = self._numbered(mask, self._kind_masks, self._kind_numbers)
+        return known
+
+    @staticmethod
+    def _numbered(mask: np.ndarray, masks: list[np.ndarray], numbers: dict[bytes, int]) -> int:
+        """The mask's number among `masks`, equal masks one number."""
+        key = mask.tobytes()
+        number = numbers.get(key)
+        if number is None:
+            number = numbers[key] = len(masks)
+            masks.append(mask)
+        return number
 
     def _routed(self, queue: QueueInfo) -> np.ndarray:
         if queue.index not in self._routes:
