@@ -14,6 +14,7 @@ run, though each one alone could).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -49,12 +50,19 @@ def fail_fast(problem: Problem) -> dict[int, Failure]:
     """Failures by action index (global order)."""
     failures: dict[int, Failure] = {}
     env_failures: dict[int, Failure | None] = {}
+    # Actions of one queue with the same containers share their list of items, and lists
+    # of the same requests their request vectors (solver.placement.problem): what can run
+    # once can run again, so each such shape is judged once.
     feasible: set[tuple[int, ...]] = set()
+    lists: set[tuple[int, int]] = set()  # (queue, list of items) judged feasible
+    lone = _LoneContainers(problem)
     for action in problem.actions:
         if action.unrepresentable is not None:
             failures[action.index] = Failure(ErrorCode.INFEASIBLE, action.unrepresentable)
             continue
-        failure = _expired(problem, action)
+        failure = None
+        if action.deadline is not None or action.max_queued_time_s is not None:
+            failure = _expired(problem, action)
         if failure is None and action.env is not None:
             if action.env not in env_failures:
                 env = problem.envs[action.env]
@@ -64,23 +72,53 @@ def fail_fast(problem: Problem) -> dict[int, Failure]:
                     env_failures[action.env] = Failure(ErrorCode.INFEASIBLE, env.unrepresentable)
                 else:
                     env_failures[action.env] = _infeasible(
-                        problem, env.queue, env.items, env.demand, f"environment {env.name}"
+                        problem, env.queue, env.items, env.demand, f"environment {env.name}", lone
                     )
             failure = env_failures[action.env]
-        elif failure is None:
-            # Actions of one queue with the same containers share their request vectors
-            # (solver.placement.problem), and what can run once can run again: each such
-            # shape is judged once.
+        elif failure is None and (action.queue, id(action.items)) not in lists:
             shape = (action.queue, *(id(item.request) for item in action.items))
             if shape not in feasible:
                 failure = _infeasible(
-                    problem, action.queue, action.items, action.demand, f"action {action.id}"
+                    problem, action.queue, action.items, action.demand, f"action {action.id}", lone
                 )
                 if failure is None:
                     feasible.add(shape)
+            if failure is None:
+                lists.add((action.queue, id(action.items)))
         if failure is not None:
             failures[action.index] = failure
     return failures
+
+
+class _LoneContainers:
+    """Whether a container alone fits its pools of some cluster at full scale, in Python
+    ints: a request and a pool set's room are each read out of numpy once, and the clusters
+    tried in order until one holds it (the first, mostly)."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        # By the id of a request vector and of a list of pools, each held in the value so
+        # the id stays its own.
+        self._requests: dict[int, tuple[np.ndarray, tuple[int, ...]]] = {}
+        self._rooms: dict[int, tuple[list[int], tuple[int, ...]]] = {}
+
+    def fit(self, item: Item, clusters: list[int]) -> bool:
+        known = self._requests.get(id(item.request))
+        if known is None or known[0] is not item.request:
+            known = self._requests[id(item.request)] = (item.request, tuple(item.request.tolist()))
+        request = known[1]
+        for c in clusters:
+            pools = item.pools.get(c)
+            if pools and all(map(operator.le, request, self._room(pools))):
+                return True
+        return False
+
+    def _room(self, pools: list[int]) -> tuple[int, ...]:
+        known = self._rooms.get(id(pools))
+        if known is None or known[0] is not pools:
+            room = tuple(self.problem.full_scale_room(tuple(pools)).tolist())
+            known = self._rooms[id(pools)] = (pools, room)
+        return known[1]
 
 
 def over_cap_text(queue: str, name: str, amount: int, cap: int) -> str:
@@ -126,7 +164,12 @@ def describe_item(item: Item, dims: list[str]) -> str:
 
 
 def _infeasible(
-    problem: Problem, queue_index: int, items: list[Item], demand: ResourceVector, who: str
+    problem: Problem,
+    queue_index: int,
+    items: list[Item],
+    demand: ResourceVector,
+    who: str,
+    lone: _LoneContainers,
 ) -> Failure | None:
     queue = problem.queues[queue_index]
     breach = next(demand.over(EMPTY, queue.caps), None)
@@ -136,7 +179,11 @@ def _infeasible(
         return None  # no fleet described yet: placement cannot be judged, so it waits
     if not queue.clusters:
         return Failure(ErrorCode.INFEASIBLE, f"{who}: queue {queue.name} routes to no cluster")
-    if any(_cluster_holds(problem, c, items, queue, demand) for c in queue.clusters):
+    if len(items) == 1:
+        # Most actions: the container's pools already leave out the types capped below it.
+        if lone.fit(items[0], queue.clusters):
+            return None
+    elif any(_cluster_holds(problem, c, items, queue, demand) for c in queue.clusters):
         return None
     reasons = []
     for c in queue.clusters:
@@ -150,14 +197,10 @@ def _infeasible(
 def _cluster_holds(
     problem: Problem, cluster: int, items: list[Item], queue: QueueInfo, demand: ResourceVector
 ) -> bool:
-    """Every container has a pool here, together they fit the cluster at full scale, and
-    the queue's type caps can take their untyped GPUs."""
+    """Every container of several has a pool here, together they fit the cluster at full
+    scale, and the queue's type caps can take their untyped GPUs."""
     if not all(item.pools.get(cluster) for item in items):
         return False
-    if len(items) == 1:
-        # Most actions: the container's pools already leave out the types capped below it.
-        (item,) = items
-        return bool((item.request <= problem.full_scale_room(tuple(item.pools[cluster]))).all())
     return (
         short_of_room(problem, cluster, items) is None
         and untyped_type_caps_refuse(problem, cluster, items, queue, demand) is None
