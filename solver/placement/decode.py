@@ -78,9 +78,9 @@ def decode(
             "reason": [refusal.reason for _, refusal in waiting],
             "resource": [refusal.resource for _, refusal in waiting],
             "message": [refusal.message for _, refusal in waiting],
-            "queue_position": [position.in_queue for position in positions],
-            "global_position": [position.in_line for position in positions],
-            "ahead_competing": [position.ahead_competing for position in positions],
+            "queue_position": positions.in_queue,
+            "global_position": positions.in_line,
+            "ahead_competing": positions.ahead_competing,
         },
         _BUILDER,
     )
@@ -100,7 +100,7 @@ def decode(
     return result
 
 
-def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> list[Position]:
+def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Positions:
     """Each of `waiting` (in global order) its place in line after this tick.
 
     An action ahead could take the capacity one needs when it waits in the same queue (its
@@ -112,16 +112,21 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> li
     loop per action."""
     set_of: dict[tuple[int, ...], int] = {}
     groups: dict[tuple[int, tuple[int, ...]], int] = {}  # (queue, pools per item) -> pool set
+    # (queue, a list of items, shared by a queue's actions) -> (the list, its pool set)
+    lists: dict[tuple[int, int], tuple[list[Item], int]] = {}
     sets = np.zeros(len(waiting), dtype=np.int64)
     queues = np.zeros(len(waiting), dtype=np.int64)
     for k, action in enumerate(waiting):
         items = plan.items_to_place(action)
-        key = (action.queue, tuple(id(item.all_pools) for item in items))
-        s = groups.get(key)
-        if s is None:
-            pools = tuple(sorted({p for item in items for p in item.all_pools.tolist()}))
-            s = groups[key] = set_of.setdefault(pools, len(set_of))
-        sets[k] = s
+        known = lists.get((action.queue, id(items)))
+        if known is None or known[0] is not items:
+            key = (action.queue, tuple(id(item.all_pools) for item in items))
+            s = groups.get(key)
+            if s is None:
+                pools = tuple(sorted({p for item in items for p in item.all_pools.tolist()}))
+                s = groups[key] = set_of.setdefault(pools, len(set_of))
+            known = lists[(action.queue, id(items))] = (items, s)
+        sets[k] = known[1]
         queues[k] = action.queue
     uses = np.zeros((len(set_of), max(len(problem.pools), 1)), dtype=np.bool_)
     for pools, s in set_of.items():
@@ -136,33 +141,42 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> li
         both[members] = _earlier_sharing(shares[np.ix_(local, local)], inverse)
     ahead = (queue_position - 1) + _earlier_sharing(shares, sets) - both
     # Whole columns to Python ints at once: a numpy scalar per waiting action costs more.
-    return [
-        Position(*position)
-        for position in zip(
-            queue_position.tolist(), range(1, len(waiting) + 1), ahead.tolist(), strict=True
-        )
-    ]
+    return Positions(queue_position.tolist(), list(range(1, len(waiting) + 1)), ahead.tolist())
 
 
 @dataclass(frozen=True)
-class Position:
-    """Where a waiting action stands after the tick (1 is the head)."""
+class Positions:
+    """Where each waiting action stands after the tick (1 is the head), as the result's
+    columns."""
 
-    in_queue: int
-    in_line: int
-    ahead_competing: int
+    in_queue: list[int]
+    in_line: list[int]
+    ahead_competing: list[int]
 
 
 def _sharing(uses: np.ndarray) -> np.ndarray:
-    """Which pairs of pool sets (rows of 0/1 `uses`) share a pool: a bitwise AND of packed
-    rows, a block of rows at a time so it never takes more than a block's memory."""
+    """Which pairs of pool sets (rows of 0/1 `uses`) share a pool.
+
+    Pool by pool, the block of the sets that use it is marked (a set uses 8 of L's 300 pools
+    on average, so that is a small part of all pairs); where the pools' blocks would add up
+    to more than every pair's bitwise test, the packed rows are ANDed word by word instead,
+    a block of rows at a time so it never takes more than a block's memory."""
+    shares = np.zeros((len(uses), len(uses)), dtype=np.bool_)
     packed = np.packbits(uses, axis=1)
     padding = -packed.shape[1] % 8
     words = np.pad(packed, ((0, 0), (0, padding))).view(np.uint64)
-    shares = np.zeros((len(uses), len(uses)), dtype=np.bool_)
+    users = uses.sum(axis=0, dtype=np.int64)
+    if int((users * users).sum()) <= len(uses) * len(uses) * words.shape[1]:
+        for p in np.flatnonzero(users).tolist():
+            members = np.flatnonzero(uses[:, p])
+            shares[np.ix_(members, members)] = True
+        return shares
     for start in range(0, len(words), PLACE_BLOCK):
         block = words[start : start + PLACE_BLOCK]
-        shares[start : start + PLACE_BLOCK] = (block[:, None, :] & words[None, :, :]).any(axis=2)
+        found = block[:, None, 0] & words[None, :, 0]
+        for w in range(1, words.shape[1]):
+            found |= block[:, None, w] & words[None, :, w]
+        shares[start : start + PLACE_BLOCK] = found != 0
     return shares
 
 
@@ -337,6 +351,7 @@ class RoomReasons:
         # By the id of a pools mapping (held in the value, so the id stays its own).
         self._devices: dict[tuple, tuple[object, set[str]]] = {}
         self._higher: dict[tuple[int, int, int], tuple[object, set[str]]] = {}
+        self._base_room: dict[tuple[int, int], tuple[object, object, bool]] = {}
 
     def refusal(self, action: ActionInfo) -> Refusal:
         items = self.plan.items_to_place(action)
@@ -377,7 +392,7 @@ class RoomReasons:
             *(
                 self._on_top(item, c, queue.priority)
                 for c in clusters
-                if all(problem.fits_base_room(item, c) for item in items)
+                if all(self._fits_base_room(item, c) for item in items)
                 for item in items
             )
         )
@@ -388,6 +403,17 @@ class RoomReasons:
                 f" {', '.join(sorted(higher))} this tick; needs {what}",
             )
         return Refusal(WaitReason.CLUSTER_ROOM, f"no room now in clusters {names} for {what}")
+
+    def _fits_base_room(self, item: Item, cluster: int) -> bool:
+        """Problem.fits_base_room, once per request vector and list of pools (shared by the
+        items of a shape, and held in the value so their ids stay theirs)."""
+        pools = item.pools.get(cluster, ())
+        key = (id(item.request), id(pools))
+        known = self._base_room.get(key)
+        if known is None or known[0] is not item.request or known[1] is not pools:
+            fits = self.problem.fits_base_room(item, cluster)
+            known = self._base_room[key] = (item.request, pools, fits)
+        return known[2]
 
     def _landing_devices(self, item: Item, clusters: list[int]) -> set[str]:
         """The devices of the container's pools in `clusters`."""
