@@ -212,14 +212,22 @@ class Plan:
     def items_to_place(self, action: ActionInfo) -> list[Item]:
         if action.env is None:
             return action.items
-        return self.problem.envs[action.env].items if self.starts_env(action) else []
+        return self._placing(action)[2]
 
     def charge_of(self, action: ActionInfo) -> ResourceVector:
         if action.env is None:
             return action.demand
-        if self.starts_env(action):
-            return self.problem.envs[action.env].demand
-        return EMPTY
+        return self._placing(action)[1]
+
+    def _placing(self, action: ActionInfo) -> tuple[int | None, ResourceVector, list[Item]]:
+        """The reusable pool admitting `action` would start (None if none), what admitting it
+        charges its queue, and the containers it places."""
+        if action.env is None:
+            return None, action.demand, action.items
+        env = self.env_to_start(action)
+        if env is None:
+            return None, EMPTY, []
+        return env, self.problem.envs[env].demand, self.problem.envs[env].items
 
     # -- placement-free checks -----------------------------------------------------------
 
@@ -452,12 +460,11 @@ class Plan:
     ) -> None:
         """An admission as results report it: what its queue holds, its run, where it sits."""
         usage = self.usage[action.queue]
-        env = self.env_to_start(action)
-        usage.add_all(self.charge_of(action))
+        env, charge, items = self._placing(action)
+        usage.add_all(charge)
         usage.runs.add(action.run)
         if placement is not None:
             key: UnitKey = ("env", env) if env is not None else ("action", action.index)
-            items = self.items_to_place(action)
             self._report_landing(action.queue, items, placement, +1)
             if defer_room:
                 self.deferred.append((key, action.queue, items, placement))

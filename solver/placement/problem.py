@@ -657,13 +657,14 @@ class _ItemMaker:
                 if dim is not None:
                     vector[dim] = amount
             vector[GPU_DIM] = key[1]
-            known = self.requests[key] = _Request(key, vector, key[1], device, dict(key[3]))
+            number = len(self.requests)
+            known = self.requests[key] = _Request(number, vector, key[1], device, dict(key[3]))
         return known
 
     def _item(self, name: str, request: _Request, queue: int) -> Item:
         # Most containers of a line repeat a few requests: one request vector and one pool
         # match per (queue, request), shared by every Item of that shape (none is mutated).
-        shape = (queue, request.key)
+        shape = (queue, request.number)
         named = self.named.get((shape, name))
         if named is not None:
             return named
@@ -695,7 +696,7 @@ class _Request:
     """A container's request, whatever its name and queue: the items made of it share the
     vector and the selector."""
 
-    key: tuple
+    number: int  # its place among the requests made: one per key
     vector: np.ndarray
     gpus: int
     device: str | None
