@@ -51,14 +51,17 @@ def decode(
     reasons = RoomReasons(problem, plan)
     waiting: list[tuple[ActionInfo, Refusal]] = []
     scheduled: list[ActionInfo] = []
+    queue_names = [queue.name for queue in problem.queues]
     for action in problem.actions:
         i = action.index
-        queue = problem.queues[action.queue].name
         if i in failures:
             failure = failures[i]
             result.failed.append(
                 FailedAction(
-                    action=action.id, queue=queue, code=failure.code, message=failure.message
+                    action=action.id,
+                    queue=queue_names[action.queue],
+                    code=failure.code,
+                    message=failure.message,
                 )
             )
         elif i in plan.admitted:
@@ -69,12 +72,13 @@ def decode(
                 refusal = reasons.refusal(action)
             waiting.append((action, refusal))
     result.scheduled = _scheduled(problem, plan, scheduled, new_nodes)
-    positions = place_in_line(problem, plan, [action for action, _ in waiting])
+    waiting_actions = [action for action, _ in waiting]
+    positions = place_in_line(problem, plan, waiting_actions)
     result.waiting = trusted_models(
         WaitingAction,
         {
-            "action": [action.id for action, _ in waiting],
-            "queue": [problem.queues[action.queue].name for action, _ in waiting],
+            "action": [action.id for action in waiting_actions],
+            "queue": [queue_names[action.queue] for action in waiting_actions],
             "reason": [refusal.reason for _, refusal in waiting],
             "resource": [refusal.resource for _, refusal in waiting],
             "message": [refusal.message for _, refusal in waiting],
@@ -96,7 +100,7 @@ def decode(
                 containers=containers,
             )
         )
-    result.queues = _metrics(problem, plan, failures, heads)
+    result.queues = _metrics(problem, plan, failures, heads, waiting_actions)
     return result
 
 
@@ -288,14 +292,15 @@ def _metrics(
     plan: Plan,
     failures: dict[int, Failure],
     heads: dict[int, int],
+    waiting_actions: list[ActionInfo],
 ) -> dict[str, QueueMetrics]:
     waiting = [0] * len(problem.queues)
-    for action in problem.actions:
-        if action.index not in failures and action.index not in plan.admitted:
-            waiting[action.queue] += 1
+    for action in waiting_actions:
+        waiting[action.queue] += 1
     moved = {problem.actions[i].queue for i in plan.admitted}
     behind_head = [0] * len(problem.queues)
-    for action in problem.actions:
+    # Only actions after the first head can be behind one (the line is in global order).
+    for action in problem.actions[min(heads.values(), default=len(problem.actions)) :]:
         head = heads.get(action.queue)
         if head is not None and action.index > head and action.index not in failures:
             behind_head[action.queue] += 1

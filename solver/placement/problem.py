@@ -582,6 +582,7 @@ class _ItemMaker:
         # cannot be); and container shapes by what their request vector depends on.
         self.lists: dict[tuple, _CompiledList | Exception] = {}
         self.requests: dict[tuple, _Request] = {}
+        self.selectors: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         # Items by (queue, request) shape, the first made of each; and by shape and name.
         self.shapes: dict[tuple, Item] = {}
         self.named: dict[tuple, Item] = {}
@@ -658,7 +659,11 @@ class _ItemMaker:
                     vector[dim] = amount
             vector[GPU_DIM] = key[1]
             number = len(self.requests)
-            known = self.requests[key] = _Request(number, vector, key[1], device, dict(key[3]))
+            # Equal selectors one dict: the matcher knows a kind by its selector's identity.
+            selector = self.selectors.get(key[3])
+            if selector is None:
+                selector = self.selectors[key[3]] = dict(key[3])
+            known = self.requests[key] = _Request(number, vector, key[1], device, selector)
         return known
 
     def _item(self, name: str, request: _Request, queue: int) -> Item:
@@ -756,6 +761,7 @@ class _PoolMatcher:
         # Kinds (per queue) and requests by number, equal masks one number; the pools of a
         # (kind, request) pair; and equal pool sets as one.
         self._kinds: dict[tuple, int] = {}
+        self._kind_of_selector: dict[tuple, tuple[dict[str, str], int]] = {}
         self._kind_masks: list[np.ndarray] = []
         self._kind_numbers: dict[bytes, int] = {}
         self._fits: dict[bytes, int] = {}
@@ -807,6 +813,12 @@ class _PoolMatcher:
     def _kind(self, item: Item, queue: QueueInfo) -> int:
         """The number of the pools matching the container's accelerator, selector and
         routing, any size (queues routed alike share one)."""
+        # Items of a request share its selector: by the selector's identity first (held in
+        # the value, so the id stays its own), the sorted key only once per selector.
+        shared = (queue.index, id(item.selector), item.device, item.gpus)
+        seen = self._kind_of_selector.get(shared)
+        if seen is not None and seen[0] is item.selector:
+            return seen[1]
         key = (
             queue.index,
             item.device,
@@ -823,6 +835,7 @@ class _PoolMatcher:
                 mask = self.whole_nvidia & (self._type_cap(queue) >= item.gpus)
             mask = mask & self._routed(queue) & self._selected(item.selector)
             known = self._kinds[key] = self._numbered(mask, self._kind_masks, self._kind_numbers)
+        self._kind_of_selector[shared] = (item.selector, known)
         return known
 
     @staticmethod
