@@ -357,6 +357,7 @@ class RoomReasons:
         self._devices: dict[tuple, tuple[object, set[str]]] = {}
         self._higher: dict[tuple[int, int, int], tuple[object, set[str]]] = {}
         self._base_room: dict[tuple[int, int], tuple[object, object, bool]] = {}
+        self._higher_of: dict[tuple, tuple[list[Item], set[str]]] = {}
 
     def refusal(self, action: ActionInfo) -> Refusal:
         items = self.plan.items_to_place(action)
@@ -393,14 +394,7 @@ class RoomReasons:
                     f" in use, and {item.name}'s gpu={item.gpus} could only land on capped types",
                     device,
                 )
-        higher = set().union(
-            *(
-                self._on_top(item, c, queue.priority)
-                for c in clusters
-                if all(self._fits_base_room(item, c) for item in items)
-                for item in items
-            )
-        )
+        higher = self._higher_queues(items, clusters, queue.priority)
         if higher:
             return Refusal(
                 WaitReason.LOWER_PRIORITY,
@@ -408,6 +402,26 @@ class RoomReasons:
                 f" {', '.join(sorted(higher))} this tick; needs {what}",
             )
         return Refusal(WaitReason.CLUSTER_ROOM, f"no room now in clusters {names} for {what}")
+
+    def _higher_queues(self, items: list[Item], clusters: list[int], priority: int) -> set[str]:
+        """The queues above `priority` on top of the containers' pools in those of `clusters`
+        where each container has a node with room next to running work alone: once per
+        priority, clusters and the containers' request vectors and pools (another queue's
+        list of the same requests asks the same)."""
+        key = (priority, tuple(clusters), *((id(it.request), id(it.pools)) for it in items))
+        known = self._higher_of.get(key)
+        if known is None:
+            higher = set().union(
+                *(
+                    self._on_top(item, c, priority)
+                    for c in clusters
+                    if all(self._fits_base_room(item, c) for item in items)
+                    for item in items
+                )
+            )
+            # The items held keep their request vectors and pools, so the ids stay theirs.
+            known = self._higher_of[key] = (items, higher)
+        return known[1]
 
     def _fits_base_room(self, item: Item, cluster: int) -> bool:
         """Problem.fits_base_room, once per request vector and list of pools (shared by the
