@@ -29,7 +29,6 @@ from solver.explain.changes import apply_changes
 from solver.explain.frozen import global_order, plan_placement
 from solver.explain.patch import patch, reaches_room, touches
 from solver.placement.best_fit import NO_ROOM
-from solver.placement.decide import ModelAnswers
 from solver.placement.decode import RoomReasons
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal
@@ -87,10 +86,6 @@ class Replayer:
         self.decided = self.scheduled | {f.action for f in failed} | {w.action for w in waiting}
         self.replays = 0
         self._line: list[Action] | None = None
-        # The proofs resume the tick with changes that differ a little: many of the placement
-        # models a walk meets, the tick or another walk has solved. Copied from the tick's,
-        # so that one explanation's models do not pile up in a state kept for the next.
-        self._answers: ModelAnswers | None = None
 
     def within_budget(self) -> bool:
         return self.replays < MOST_REPLAYS
@@ -110,8 +105,6 @@ class Replayer:
         """The tick resumed on its own compiled problem with the changes made to it, from
         the first action they can touch up to this one (solver.placement.resume)."""
         state = self.tick_state()
-        if self._answers is None:
-            self._answers = dict(state.answers)
         changed = apply_changes(self.snapshot, self.action_id, changes)
         patched = patch(state, self.snapshot, changed, self.action_id, changes, ahead_only=True)
         self.replays += 1
@@ -130,11 +123,13 @@ class Replayer:
             patched.absent,
             time_limit_s,
             self.options.seed,
-            stop_if_displaced=True,
+            proving=True,
             compiled=frozenset(patched.actions),
             room_touched=reaches_room(patched),
             arrived=patched.arrived,
-            answers=self._answers,
+            # The proofs resume the tick with changes that differ a little: many of the
+            # placement models a walk meets, the tick or another walk has solved.
+            answers=state.proof_answers(),
         )
         line = outcome.plan.problem
         action = line.actions[target]

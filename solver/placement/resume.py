@@ -20,7 +20,9 @@ the same answer:
   touched from there on.
 
 Once something the tick admitted is refused (displaced), neither holds for what follows,
-and every later action is decided again, unless the caller only wanted to know that.
+and every later action is decided again, unless the caller only wanted to know that: a
+proof (`proving`) stops there, and as soon as the checks' time limit is hit, past which
+no walk proves anything.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from models.errors import ErrorCode
 from models.result import WaitReason
 from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
+from solver.placement.cp_model import Feasibility
 from solver.placement.decide import (
     Decider,
     ModelAnswers,
@@ -42,10 +45,16 @@ from solver.placement.decide import (
     placement_in,
 )
 from solver.placement.failfast import Failure, fail_fast
-from solver.placement.plan import Plan, Refusal, Spot
+from solver.placement.plan import NodeAssignment, Plan, Refusal, Spot
 from solver.placement.problem import ActionInfo, CompileCache, Problem
 
 ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
+# Placement models the proofs of one tick's explanations keep (their answers are keyed by
+# everything the model reads, so any walk that meets one again may reuse it); past this
+# many, the oldest go. Explanations of the same tick meet many of the same models: the walks
+# of changes to one cluster begin at the same refusals.
+KEPT_ANSWERS = 1000
+Answer = tuple[Feasibility, list[NodeAssignment], float, int]  # one of ModelAnswers
 TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
 
 
@@ -63,6 +72,14 @@ class TickState:
     worlds: CompileCache = field(default_factory=CompileCache)
     _ledgers: dict[int, Plan] = field(default_factory=dict)
     _pending: tuple[Snapshot, list[Action]] | None = None
+    _proofs: ModelAnswers | None = None
+
+    def proof_answers(self) -> ModelAnswers:
+        """The answers the proofs of this tick's explanations share: the tick's, then
+        theirs, at most KEPT_ANSWERS of them (a state is kept for the next explanation)."""
+        if self._proofs is None:
+            self._proofs = _Kept(self.answers, KEPT_ANSWERS)
+        return self._proofs
 
     def pending(self, snapshot: Snapshot) -> list[Action]:
         """The pending actions of `snapshot` (the one the tick compiled) in the order of its
@@ -89,6 +106,19 @@ class TickState:
         return ledger
 
 
+class _Kept(ModelAnswers):
+    """Answers in the order they came, the oldest dropped past `most`."""
+
+    def __init__(self, first: ModelAnswers, most: int) -> None:
+        super().__init__(first)
+        self.most = most
+
+    def __setitem__(self, key: tuple, answer: Answer) -> None:
+        super().__setitem__(key, answer)
+        if len(self) > self.most:
+            del self[next(iter(self))]
+
+
 @dataclass
 class Resumed:
     """The decisions of the line from `start` to `stop` (inclusive) on the changed problem."""
@@ -99,7 +129,7 @@ class Resumed:
     let_in: list[int]  # refused or undecided by the tick, admitted now
     displaced: list[int]  # admitted by the tick, refused now
     finished: bool  # no model check was cut short by the limit
-    stopped: bool  # the walk stopped at the first displaced action, as asked
+    stopped: bool  # `proving`, and the walk stopped where it could no longer prove the change
 
 
 def resume(
@@ -111,7 +141,7 @@ def resume(
     absent: frozenset[int] = frozenset(),
     time_limit_s: float = 2.0,
     seed: int = 0,
-    stop_if_displaced: bool = False,
+    proving: bool = False,
     compiled: frozenset[int] = frozenset(),
     room_touched: Callable[[ActionInfo], bool] | None = None,
     arrived: frozenset[int] = frozenset(),
@@ -132,7 +162,8 @@ def resume(
     action was moved to (routed to a queue of another priority): what the tick decided there
     was another action's, so they are decided afresh (they must be `touched` and `compiled`).
     `answers` are placement models solved before (Decider): by the tick, and by the other
-    walks of one explanation, which meet many of the same models again.
+    walks of its explanations, which meet many of the same models again. With `proving`,
+    the walk stops at the first displaced action or once the limit is hit (not finished).
     """
     room_touched = room_touched or touched
     line = changed.changed(actions=changed.actions[: stop + 1])
@@ -201,6 +232,8 @@ def resume(
         else:
             moves = ledger.moves
             verdict = decider.decide(ledger, action, heads, shapes)
+            if proving and (decider.budget.limit_hit or decider.budget.wall_guard_hit):
+                break  # unfinished, whatever follows: no proof
             if isinstance(verdict, Plan):
                 ledger = verdict
                 if dirty is not None and ledger.moves == moves:
@@ -218,7 +251,7 @@ def resume(
             heads.setdefault(action.queue, i)
         if before:
             displaced.append(i)
-            if stop_if_displaced:
+            if proving:
                 break
     budget = decider.budget
     ledger.settle()
@@ -229,7 +262,7 @@ def resume(
         let_in=let_in,
         displaced=displaced,
         finished=not (budget.limit_hit or budget.wall_guard_hit),
-        stopped=bool(displaced) and stop_if_displaced,
+        stopped=proving and (bool(displaced) or budget.limit_hit or budget.wall_guard_hit),
     )
 
 
