@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
+
 from models.explanation import Change, Suggestion
 from models.result import TickResult
 from models.snapshot import (
@@ -86,6 +88,7 @@ class Replayer:
         self.decided = self.scheduled | {f.action for f in failed} | {w.action for w in waiting}
         self.replays = 0
         self._line: list[Action] | None = None
+        self._undecided_before: np.ndarray | None = None
 
     def within_budget(self) -> bool:
         return self.replays < MOST_REPLAYS
@@ -111,8 +114,7 @@ class Replayer:
         target = patched.target
         touched = touches(patched, target)
         start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
-        undecided = sum(1 for a in state.problem.actions[start:target] if a.id not in self.decided)
-        if undecided >= MOST_REDECIDED:
+        if self._undecided(start, target) >= MOST_REDECIDED:
             return Replayed(False, False, "", [], [], finished=False)
         outcome = resume(
             state,
@@ -151,12 +153,26 @@ class Replayer:
             finished=outcome.finished,
         )
 
+    def _undecided(self, start: int, stop: int) -> int:
+        """How many actions of the tick's line from `start` up to `stop` the result did not
+        decide (counted once for all the proofs of the explanation)."""
+        if stop - start < MOST_REDECIDED:
+            return stop - start  # too few to matter
+        if self._undecided_before is None:
+            undecided = [a.id not in self.decided for a in self.tick_state().problem.actions]
+            self._undecided_before = np.concatenate([[0], np.cumsum(undecided)])
+        return int(self._undecided_before[stop] - self._undecided_before[start])
+
     def refused_ahead(self) -> list[Action]:
         """Actions ahead of this one in the line that the tick did not schedule, in order:
         the ones a change may let in first."""
-        order = self.order()
-        target = next(i for i, a in enumerate(order) if a.id == self.action_id)
-        return [a for a in order[:target] if a.id not in self.scheduled]
+        return [a for a in self.order()[: self.position()] if a.id not in self.scheduled]
+
+    def position(self) -> int | None:
+        """This action's place in `order()`, None if it is not there."""
+        if self.state is not None:
+            return self.state.problem.positions().get(self.action_id)
+        return next((i for i, a in enumerate(self.order()) if a.id == self.action_id), None)
 
     def order(self) -> list[Action]:
         """The snapshot's pending actions in global order: the tick's problem has them so
