@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-import numpy as np
-
 from models.explanation import Change, Suggestion
 from models.result import TickResult
 from models.snapshot import (
@@ -88,23 +86,27 @@ class Replayer:
         self.decided = self.scheduled | {f.action for f in failed} | {w.action for w in waiting}
         self.replays = 0
         self._line: list[Action] | None = None
-        self._undecided_before: np.ndarray | None = None
 
     def within_budget(self) -> bool:
         return self.replays < MOST_REPLAYS
 
-    def prove(self, changes: list[Change]) -> Replayed | None:
-        """The replay with the explanation's limit per replay; None past its budget."""
+    def prove(self, changes: list[Change], whether: bool = False) -> Replayed | None:
+        """The replay with the explanation's limit per replay; None past its budget. With
+        `whether`, only whether the action runs matters: a walk that refuses it for sure
+        before its turn stops there (the Replayed says only that it does not run)."""
         if not self.within_budget():
             return None
-        return self.resumed(changes, min(REPLAY_LIMIT_S, self.options.time_limit_s))
+        limit = min(REPLAY_LIMIT_S, self.options.time_limit_s)
+        return self.resumed(changes, limit, whether)
 
     def tick_state(self) -> TickState:
         if self.state is None:
             self.state = state_of(self.snapshot, self.result)
         return self.state
 
-    def resumed(self, changes: list[Change], time_limit_s: float) -> Replayed:
+    def resumed(
+        self, changes: list[Change], time_limit_s: float, whether: bool = False
+    ) -> Replayed:
         """The tick resumed on its own compiled problem with the changes made to it, from
         the first action they can touch up to this one (solver.placement.resume)."""
         state = self.tick_state()
@@ -126,6 +128,7 @@ class Replayer:
             time_limit_s,
             self.options.seed,
             proving=True,
+            until_refused=whether,
             compiled=frozenset(patched.actions),
             room_touched=reaches_room(patched),
             arrived=patched.arrived,
@@ -155,13 +158,13 @@ class Replayer:
 
     def _undecided(self, start: int, stop: int) -> int:
         """How many actions of the tick's line from `start` up to `stop` the result did not
-        decide (counted once for all the proofs of the explanation)."""
+        decide (counted once for all the proofs of the result's explanations)."""
         if stop - start < MOST_REDECIDED:
             return stop - start  # too few to matter
-        if self._undecided_before is None:
-            undecided = [a.id not in self.decided for a in self.tick_state().problem.actions]
-            self._undecided_before = np.concatenate([[0], np.cumsum(undecided)])
-        return int(self._undecided_before[stop] - self._undecided_before[start])
+        if self.result is None:
+            return stop - start
+        before = self.tick_state().undecided_before(self.result, self.decided)
+        return int(before[stop] - before[start])
 
     def refused_ahead(self) -> list[Action]:
         """Actions ahead of this one in the line that the tick did not schedule, in order:
@@ -218,7 +221,9 @@ def smallest(
     limits), the top rung's walk says what is enough: the rung that holds what it let in
     ahead, proven with the rung below it, is the bisection's answer in two walks when the
     change lets in what it can; when the rung below works too, the change lets fewer in the
-    less it is, and what the model's fix let in says what may be enough from below.
+    less it is, and what the model's fix let in says what may be enough from below. Of the
+    rungs between the ends only whether they work is read, so their walks may stop as soon
+    as the action is sure to be refused (`whether`).
     """
     top = max(len(ladder) for ladder in ladders) - 1
 
@@ -246,7 +251,7 @@ def smallest(
         for candidate in (k, k - 1):
             if not low < candidate < high:
                 continue
-            replayed = replayer.prove(rung(candidate))
+            replayed = replayer.prove(rung(candidate), whether=True)
             if replayed is None:
                 return Found(Verdict.PROVEN, rung(high), best)
             if not (replayed.finished and accept(replayed)):
@@ -258,7 +263,7 @@ def smallest(
         if below is not None and lower and not _no_higher(below, rung(0)):
             # A smaller change lets fewer in ahead: enough for what the model's fix let in
             # can be below every rung.
-            replayed = replayer.prove(below)
+            replayed = replayer.prove(below, whether=True)
             if replayed is None:
                 return Found(Verdict.PROVEN, rung(high), best)
             if replayed.finished and accept(replayed):
@@ -266,7 +271,7 @@ def smallest(
             low = max((k for k in range(low, high) if _no_higher(rung(k), below)), default=low)
     while high - low > 1:
         middle = (low + high) // 2
-        replayed = replayer.prove(rung(middle))
+        replayed = replayer.prove(rung(middle), whether=True)
         if replayed is None:
             break  # the top rung is proven; the budget only cut the search for less
         if replayed.finished and accept(replayed):

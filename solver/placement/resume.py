@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.errors import ErrorCode
-from models.result import WaitReason
+from models.result import TickResult, WaitReason
 from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
 from solver.placement.cp_model import Feasibility
@@ -73,6 +73,16 @@ class TickState:
     _ledgers: dict[int, Plan] = field(default_factory=dict)
     _pending: tuple[Snapshot, list[Action]] | None = None
     _proofs: ModelAnswers | None = None
+    _undecided: tuple[TickResult, np.ndarray] | None = None
+
+    def undecided_before(self, result: TickResult, decided: set[str]) -> np.ndarray:
+        """Per position of the line, how many actions ahead of it `result` did not decide
+        (`decided`: the ids it did), kept for the last result asked about: the proofs of
+        every explanation of it read it."""
+        if self._undecided is None or self._undecided[0] is not result:
+            undecided = [a.id not in decided for a in self.problem.actions]
+            self._undecided = (result, np.concatenate([[0], np.cumsum(undecided)]))
+        return self._undecided[1]
 
     def proof_answers(self) -> ModelAnswers:
         """The answers the proofs of this tick's explanations share: the tick's, then
@@ -142,6 +152,7 @@ def resume(
     time_limit_s: float = 2.0,
     seed: int = 0,
     proving: bool = False,
+    until_refused: bool = False,
     compiled: frozenset[int] = frozenset(),
     room_touched: Callable[[ActionInfo], bool] | None = None,
     arrived: frozenset[int] = frozenset(),
@@ -164,6 +175,10 @@ def resume(
     `answers` are placement models solved before (Decider): by the tick, and by the other
     walks of its explanations, which meet many of the same models again. With `proving`,
     the walk stops at the first displaced action or once the limit is hit (not finished).
+    With `until_refused`, it also stops once the action at `stop` is sure to be refused
+    there: a strict head of its queue refused ahead of it, or a cap or limit of its queue
+    (other than a device cap, which a move may lift) that refuses it already, since the walk
+    only adds to what its queue holds and to its runs.
     """
     room_touched = room_touched or touched
     line = changed.changed(actions=changed.actions[: stop + 1])
@@ -201,6 +216,14 @@ def resume(
     let_in: list[int] = []
     displaced: list[int] = []
     opened: set[int] = set()  # queues whose strict head the change let in
+    goal = line.actions[stop]
+
+    def refused_for_sure(action: ActionInfo) -> bool:
+        """Whether, after `action`'s turn, the action at `stop` is sure to be refused."""
+        if not until_refused or action.queue != goal.queue or action.index == stop:
+            return False
+        return goal.queue in heads or ledger.refusal(goal, device_caps=False) is not None
+
     for action in line.actions[start:]:
         i = action.index
         if i in absent or i in failures:
@@ -217,6 +240,8 @@ def resume(
             and action.queue not in heads
             and _admit_where_it_was(state, ledger, action, dirty, compiled)
         ):
+            if refused_for_sure(action):
+                break
             continue
         elif (
             not before
@@ -244,6 +269,8 @@ def resume(
                     let_in.append(i)
                     if queue.strict and i in state.refusals:
                         opened.add(action.queue)
+                if refused_for_sure(action):
+                    break
                 continue
             refusal = verdict
         refusals[i] = refusal
@@ -253,6 +280,8 @@ def resume(
             displaced.append(i)
             if proving:
                 break
+        if refused_for_sure(action):
+            break
     budget = decider.budget
     ledger.settle()
     return Resumed(

@@ -219,7 +219,11 @@ def test_explanations_that_share_the_ticks_state_say_what_each_says_on_its_own()
 
 
 def _proof(
-    state: TickState, patched: Patched, time_limit_s: float, proving: bool
+    state: TickState,
+    patched: Patched,
+    time_limit_s: float,
+    proving: bool,
+    until_refused: bool = False,
 ) -> tuple[bool, bool]:
     """(whether the walk finished, whether it runs the explained action displacing nothing
     ahead of it): a proof's verdict, as solver.explain.replay reads it."""
@@ -227,7 +231,7 @@ def _proof(
     touched = touches(patched, target)
     start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
     walked = resume(state, patched.problem, start, target, touched, patched.absent,
-                    time_limit_s, OPTIONS.seed, proving=proving,
+                    time_limit_s, OPTIONS.seed, proving=proving, until_refused=until_refused,
                     compiled=frozenset(patched.actions), room_touched=reaches_room(patched),
                     arrived=patched.arrived)  # fmt: skip
     return walked.finished, walked.finished and target in walked.plan.admitted and (
@@ -247,7 +251,8 @@ def test_a_proof_that_stops_early_gives_the_verdict_of_the_whole_walk_and_of_a_c
     out of their limit (D360): neither can turn into a yes further down. Its verdict is the
     walk's decided to the explained action, and, when it finished, a cold tick's of the
     changed snapshot: the action scheduled, and every action ahead that the tick schedules
-    now still scheduled."""
+    now still scheduled. Asked only whether it works, a proof also stops once the action is
+    sure to be refused (D361): the same yes or no."""
     verdicts: Counter[tuple[bool, bool]] = Counter()
     for seed in range(FLEETS):
         rng = random.Random(seed)
@@ -264,6 +269,8 @@ def test_a_proof_that_stops_early_gives_the_verdict_of_the_whole_walk_and_of_a_c
         patched = patch(state, snapshot, changed, target, [change], ahead_only=True)
         proof = _proof(state, patched, LIMITS[limit], proving=True)
         assert proof == _proof(state, patched, LIMITS[limit], proving=False), f"seed {seed}"
+        whether = _proof(state, patched, LIMITS[limit], proving=True, until_refused=True)
+        assert whether[1] == proof[1], f"seed {seed}"
         verdicts[proof] += 1
         finished, runs = proof
         if not finished:
