@@ -12,7 +12,9 @@ result and its own compiled state (solver.tick.tick_with_state; --rebuild rebuil
 the result per explanation, as the service's worker does): up to --per-group of every group
 (each wait reason, failed, scheduled), spread over the line from its front to its back.
 Each explanation is timed on its own in CPU seconds of this process (time.process_time: a
-shared machine's load does not stretch it); the figure that matters is the slowest.
+shared machine's load does not stretch it); the figure that matters is the slowest. Sharing
+the tick's state, they share its proofs' placement answers too, as the service's explanations
+of a tick's blocked heads do (D360): a model one explanation solved, a later one reuses.
 
 Issue 18: suggestions are proven by re-running the tick (solver.explain.replay); the table
 also counts the suggestions offered, those left unproven and ruled out, and the most ticks

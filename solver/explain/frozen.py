@@ -83,16 +83,22 @@ def global_order(snapshot: Snapshot) -> list[Action]:
 
 
 def read_line(
-    snapshot: Snapshot, action_id: str, result: TickResult, order: list[Action] | None = None
+    snapshot: Snapshot,
+    action_id: str,
+    result: TickResult,
+    order: list[Action] | None = None,
+    position: int | None = None,
 ) -> Line:
     """The decisions ahead of `action_id` (a pending action of `snapshot`) in `result`.
 
     `result` may come from an earlier snapshot (the service's last tick): admissions
     whose actions are running by now are already in the snapshot as running work.
-    `order`: the snapshot's `global_order`, when the caller has it.
+    `order`: the snapshot's `global_order`, when the caller has it, and `position`: the
+    action's place in it.
     """
     order = global_order(snapshot) if order is None else order
-    position = next((i for i, a in enumerate(order) if a.id == action_id), None)
+    if position is None:
+        position = next((i for i, a in enumerate(order) if a.id == action_id), None)
     if position is None:
         raise NotFound(f"action {action_id!r} is not queued in the snapshot")
     action = order[position]
@@ -305,10 +311,12 @@ def freeze(
     result: TickResult,
     order: list[Action] | None = None,
     kept: CompileCache | None = None,
+    position: int | None = None,
 ) -> Frozen:
     """The ledger form: compile the reduced world and place the admissions ahead (`order`
-    as for `read_line`; `kept`: what earlier explanations of the fleet compiled)."""
-    line = read_line(snapshot, action_id, result, order)
+    and `position` as for `read_line`; `kept`: what earlier explanations of the fleet
+    compiled)."""
+    line = read_line(snapshot, action_id, result, order, position)
     world = _reduced(snapshot, line, fixed=False)
     problem = compile_snapshot(world, kept)
     plan = Plan(problem)

@@ -29,7 +29,6 @@ from solver.explain.changes import apply_changes
 from solver.explain.frozen import global_order, plan_placement
 from solver.explain.patch import patch, reaches_room, touches
 from solver.placement.best_fit import NO_ROOM
-from solver.placement.decide import ModelAnswers
 from solver.placement.decode import RoomReasons
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal
@@ -87,39 +86,37 @@ class Replayer:
         self.decided = self.scheduled | {f.action for f in failed} | {w.action for w in waiting}
         self.replays = 0
         self._line: list[Action] | None = None
-        # The proofs resume the tick with changes that differ a little: many of the placement
-        # models a walk meets, the tick or another walk has solved. Copied from the tick's,
-        # so that one explanation's models do not pile up in a state kept for the next.
-        self._answers: ModelAnswers | None = None
 
     def within_budget(self) -> bool:
         return self.replays < MOST_REPLAYS
 
-    def prove(self, changes: list[Change]) -> Replayed | None:
-        """The replay with the explanation's limit per replay; None past its budget."""
+    def prove(self, changes: list[Change], whether: bool = False) -> Replayed | None:
+        """The replay with the explanation's limit per replay; None past its budget. With
+        `whether`, only whether the action runs matters: a walk that refuses it for sure
+        before its turn stops there (the Replayed says only that it does not run)."""
         if not self.within_budget():
             return None
-        return self.resumed(changes, min(REPLAY_LIMIT_S, self.options.time_limit_s))
+        limit = min(REPLAY_LIMIT_S, self.options.time_limit_s)
+        return self.resumed(changes, limit, whether)
 
     def tick_state(self) -> TickState:
         if self.state is None:
             self.state = state_of(self.snapshot, self.result)
         return self.state
 
-    def resumed(self, changes: list[Change], time_limit_s: float) -> Replayed:
+    def resumed(
+        self, changes: list[Change], time_limit_s: float, whether: bool = False
+    ) -> Replayed:
         """The tick resumed on its own compiled problem with the changes made to it, from
         the first action they can touch up to this one (solver.placement.resume)."""
         state = self.tick_state()
-        if self._answers is None:
-            self._answers = dict(state.answers)
         changed = apply_changes(self.snapshot, self.action_id, changes)
         patched = patch(state, self.snapshot, changed, self.action_id, changes, ahead_only=True)
         self.replays += 1
         target = patched.target
         touched = touches(patched, target)
         start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
-        undecided = sum(1 for a in state.problem.actions[start:target] if a.id not in self.decided)
-        if undecided >= MOST_REDECIDED:
+        if self._undecided(start, target) >= MOST_REDECIDED:
             return Replayed(False, False, "", [], [], finished=False)
         outcome = resume(
             state,
@@ -130,11 +127,14 @@ class Replayer:
             patched.absent,
             time_limit_s,
             self.options.seed,
-            stop_if_displaced=True,
+            proving=True,
+            until_refused=whether,
             compiled=frozenset(patched.actions),
             room_touched=reaches_room(patched),
             arrived=patched.arrived,
-            answers=self._answers,
+            # The proofs resume the tick with changes that differ a little: many of the
+            # placement models a walk meets, the tick or another walk has solved.
+            answers=state.proof_answers(),
         )
         line = outcome.plan.problem
         action = line.actions[target]
@@ -156,12 +156,26 @@ class Replayer:
             finished=outcome.finished,
         )
 
+    def _undecided(self, start: int, stop: int) -> int:
+        """How many actions of the tick's line from `start` up to `stop` the result did not
+        decide (counted once for all the proofs of the result's explanations)."""
+        if stop - start < MOST_REDECIDED:
+            return stop - start  # too few to matter
+        if self.result is None:
+            return stop - start
+        before = self.tick_state().undecided_before(self.result, self.decided)
+        return int(before[stop] - before[start])
+
     def refused_ahead(self) -> list[Action]:
         """Actions ahead of this one in the line that the tick did not schedule, in order:
         the ones a change may let in first."""
-        order = self.order()
-        target = next(i for i, a in enumerate(order) if a.id == self.action_id)
-        return [a for a in order[:target] if a.id not in self.scheduled]
+        return [a for a in self.order()[: self.position()] if a.id not in self.scheduled]
+
+    def position(self) -> int | None:
+        """This action's place in `order()`, None if it is not there."""
+        if self.state is not None:
+            return self.state.problem.positions().get(self.action_id)
+        return next((i for i, a in enumerate(self.order()) if a.id == self.action_id), None)
 
     def order(self) -> list[Action]:
         """The snapshot's pending actions in global order: the tick's problem has them so
@@ -207,7 +221,9 @@ def smallest(
     limits), the top rung's walk says what is enough: the rung that holds what it let in
     ahead, proven with the rung below it, is the bisection's answer in two walks when the
     change lets in what it can; when the rung below works too, the change lets fewer in the
-    less it is, and what the model's fix let in says what may be enough from below.
+    less it is, and what the model's fix let in says what may be enough from below. Of the
+    rungs between the ends only whether they work is read, so their walks may stop as soon
+    as the action is sure to be refused (`whether`).
     """
     top = max(len(ladder) for ladder in ladders) - 1
 
@@ -235,7 +251,7 @@ def smallest(
         for candidate in (k, k - 1):
             if not low < candidate < high:
                 continue
-            replayed = replayer.prove(rung(candidate))
+            replayed = replayer.prove(rung(candidate), whether=True)
             if replayed is None:
                 return Found(Verdict.PROVEN, rung(high), best)
             if not (replayed.finished and accept(replayed)):
@@ -247,7 +263,7 @@ def smallest(
         if below is not None and lower and not _no_higher(below, rung(0)):
             # A smaller change lets fewer in ahead: enough for what the model's fix let in
             # can be below every rung.
-            replayed = replayer.prove(below)
+            replayed = replayer.prove(below, whether=True)
             if replayed is None:
                 return Found(Verdict.PROVEN, rung(high), best)
             if replayed.finished and accept(replayed):
@@ -255,7 +271,7 @@ def smallest(
             low = max((k for k in range(low, high) if _no_higher(rung(k), below)), default=low)
     while high - low > 1:
         middle = (low + high) // 2
-        replayed = replayer.prove(rung(middle))
+        replayed = replayer.prove(rung(middle), whether=True)
         if replayed is None:
             break  # the top rung is proven; the budget only cut the search for less
         if replayed.finished and accept(replayed):

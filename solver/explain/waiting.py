@@ -38,7 +38,7 @@ def explain_waiting(
     """`replayer` proves the suggestions: it re-runs the tick of `result`."""
     # The worlds of one tick's explanations share its fleet and most of its running work.
     worlds = replayer.state.worlds if replayer.state is not None else None
-    frozen = freeze(snapshot, action_id, result, replayer.order(), worlds)
+    frozen = freeze(snapshot, action_id, result, replayer.order(), worlds, replayer.position())
     model = ExplainModel(frozen)
     words = _Words(model, result)
     waiting = next((w for w in result.waiting if w.action == action_id), None)

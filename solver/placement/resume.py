@@ -20,7 +20,9 @@ the same answer:
   touched from there on.
 
 Once something the tick admitted is refused (displaced), neither holds for what follows,
-and every later action is decided again, unless the caller only wanted to know that.
+and every later action is decided again, unless the caller only wanted to know that: a
+proof (`proving`) stops there, and as soon as the checks' time limit is hit, past which
+no walk proves anything.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.errors import ErrorCode
-from models.result import WaitReason
+from models.result import TickResult, WaitReason
 from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
+from solver.placement.cp_model import Feasibility
 from solver.placement.decide import (
     Decider,
     ModelAnswers,
@@ -42,10 +45,16 @@ from solver.placement.decide import (
     placement_in,
 )
 from solver.placement.failfast import Failure, fail_fast
-from solver.placement.plan import Plan, Refusal, Spot
+from solver.placement.plan import NodeAssignment, Plan, Refusal, Spot
 from solver.placement.problem import ActionInfo, CompileCache, Problem
 
 ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
+# Placement models the proofs of one tick's explanations keep (their answers are keyed by
+# everything the model reads, so any walk that meets one again may reuse it); past this
+# many, the oldest go. Explanations of the same tick meet many of the same models: the walks
+# of changes to one cluster begin at the same refusals.
+KEPT_ANSWERS = 1000
+Answer = tuple[Feasibility, list[NodeAssignment], float, int]  # one of ModelAnswers
 TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
 
 
@@ -63,6 +72,24 @@ class TickState:
     worlds: CompileCache = field(default_factory=CompileCache)
     _ledgers: dict[int, Plan] = field(default_factory=dict)
     _pending: tuple[Snapshot, list[Action]] | None = None
+    _proofs: ModelAnswers | None = None
+    _undecided: tuple[TickResult, np.ndarray] | None = None
+
+    def undecided_before(self, result: TickResult, decided: set[str]) -> np.ndarray:
+        """Per position of the line, how many actions ahead of it `result` did not decide
+        (`decided`: the ids it did), kept for the last result asked about: the proofs of
+        every explanation of it read it."""
+        if self._undecided is None or self._undecided[0] is not result:
+            undecided = [a.id not in decided for a in self.problem.actions]
+            self._undecided = (result, np.concatenate([[0], np.cumsum(undecided)]))
+        return self._undecided[1]
+
+    def proof_answers(self) -> ModelAnswers:
+        """The answers the proofs of this tick's explanations share: the tick's, then
+        theirs, at most KEPT_ANSWERS of them (a state is kept for the next explanation)."""
+        if self._proofs is None:
+            self._proofs = _Kept(self.answers, KEPT_ANSWERS)
+        return self._proofs
 
     def pending(self, snapshot: Snapshot) -> list[Action]:
         """The pending actions of `snapshot` (the one the tick compiled) in the order of its
@@ -89,6 +116,19 @@ class TickState:
         return ledger
 
 
+class _Kept(ModelAnswers):
+    """Answers in the order they came, the oldest dropped past `most`."""
+
+    def __init__(self, first: ModelAnswers, most: int) -> None:
+        super().__init__(first)
+        self.most = most
+
+    def __setitem__(self, key: tuple, answer: Answer) -> None:
+        super().__setitem__(key, answer)
+        if len(self) > self.most:
+            del self[next(iter(self))]
+
+
 @dataclass
 class Resumed:
     """The decisions of the line from `start` to `stop` (inclusive) on the changed problem."""
@@ -99,7 +139,7 @@ class Resumed:
     let_in: list[int]  # refused or undecided by the tick, admitted now
     displaced: list[int]  # admitted by the tick, refused now
     finished: bool  # no model check was cut short by the limit
-    stopped: bool  # the walk stopped at the first displaced action, as asked
+    stopped: bool  # `proving`, and the walk stopped where it could no longer prove the change
 
 
 def resume(
@@ -111,7 +151,8 @@ def resume(
     absent: frozenset[int] = frozenset(),
     time_limit_s: float = 2.0,
     seed: int = 0,
-    stop_if_displaced: bool = False,
+    proving: bool = False,
+    until_refused: bool = False,
     compiled: frozenset[int] = frozenset(),
     room_touched: Callable[[ActionInfo], bool] | None = None,
     arrived: frozenset[int] = frozenset(),
@@ -132,7 +173,12 @@ def resume(
     action was moved to (routed to a queue of another priority): what the tick decided there
     was another action's, so they are decided afresh (they must be `touched` and `compiled`).
     `answers` are placement models solved before (Decider): by the tick, and by the other
-    walks of one explanation, which meet many of the same models again.
+    walks of its explanations, which meet many of the same models again. With `proving`,
+    the walk stops at the first displaced action or once the limit is hit (not finished).
+    With `until_refused`, it also stops once the action at `stop` is sure to be refused
+    there: a strict head of its queue refused ahead of it, or a cap or limit of its queue
+    (other than a device cap, which a move may lift) that refuses it already, since the walk
+    only adds to what its queue holds and to its runs.
     """
     room_touched = room_touched or touched
     line = changed.changed(actions=changed.actions[: stop + 1])
@@ -170,6 +216,14 @@ def resume(
     let_in: list[int] = []
     displaced: list[int] = []
     opened: set[int] = set()  # queues whose strict head the change let in
+    goal = line.actions[stop]
+
+    def refused_for_sure(action: ActionInfo) -> bool:
+        """Whether, after `action`'s turn, the action at `stop` is sure to be refused."""
+        if not until_refused or action.queue != goal.queue or action.index == stop:
+            return False
+        return goal.queue in heads or ledger.refusal(goal, device_caps=False) is not None
+
     for action in line.actions[start:]:
         i = action.index
         if i in absent or i in failures:
@@ -186,6 +240,8 @@ def resume(
             and action.queue not in heads
             and _admit_where_it_was(state, ledger, action, dirty, compiled)
         ):
+            if refused_for_sure(action):
+                break
             continue
         elif (
             not before
@@ -201,6 +257,8 @@ def resume(
         else:
             moves = ledger.moves
             verdict = decider.decide(ledger, action, heads, shapes)
+            if proving and (decider.budget.limit_hit or decider.budget.wall_guard_hit):
+                break  # unfinished, whatever follows: no proof
             if isinstance(verdict, Plan):
                 ledger = verdict
                 if dirty is not None and ledger.moves == moves:
@@ -211,6 +269,8 @@ def resume(
                     let_in.append(i)
                     if queue.strict and i in state.refusals:
                         opened.add(action.queue)
+                if refused_for_sure(action):
+                    break
                 continue
             refusal = verdict
         refusals[i] = refusal
@@ -218,8 +278,10 @@ def resume(
             heads.setdefault(action.queue, i)
         if before:
             displaced.append(i)
-            if stop_if_displaced:
+            if proving:
                 break
+        if refused_for_sure(action):
+            break
     budget = decider.budget
     ledger.settle()
     return Resumed(
@@ -229,7 +291,7 @@ def resume(
         let_in=let_in,
         displaced=displaced,
         finished=not (budget.limit_hit or budget.wall_guard_hit),
-        stopped=bool(displaced) and stop_if_displaced,
+        stopped=proving and (bool(displaced) or budget.limit_hit or budget.wall_guard_hit),
     )
 
 

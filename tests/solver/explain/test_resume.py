@@ -12,6 +12,7 @@ line, which then ends at it: the line up to it is compared.
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
@@ -215,3 +216,70 @@ def test_explanations_that_share_the_ticks_state_say_what_each_says_on_its_own()
             assert together == alone, f"seed {seed}, {action.id}"
             compared += 1
     assert compared > 30
+
+
+def _proof(
+    state: TickState,
+    patched: Patched,
+    time_limit_s: float,
+    proving: bool,
+    until_refused: bool = False,
+) -> tuple[bool, bool]:
+    """(whether the walk finished, whether it runs the explained action displacing nothing
+    ahead of it): a proof's verdict, as solver.explain.replay reads it."""
+    target = patched.target
+    touched = touches(patched, target)
+    start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
+    walked = resume(state, patched.problem, start, target, touched, patched.absent,
+                    time_limit_s, OPTIONS.seed, proving=proving, until_refused=until_refused,
+                    compiled=frozenset(patched.actions), room_touched=reaches_room(patched),
+                    arrived=patched.arrived)  # fmt: skip
+    return walked.finished, walked.finished and target in walked.plan.admitted and (
+        not walked.displaced
+    )
+
+
+# A limit that runs out at the first placement model a walk needs, and one that does not.
+LIMITS = {"tight": 0.0005, "ample": OPTIONS.time_limit_s}
+
+
+@pytest.mark.parametrize("limit", LIMITS)
+def test_a_proof_that_stops_early_gives_the_verdict_of_the_whole_walk_and_of_a_cold_tick(
+    limit: str,
+) -> None:
+    """A proof stops its walk at the first displaced action, and once its model checks run
+    out of their limit (D360): neither can turn into a yes further down. Its verdict is the
+    walk's decided to the explained action, and, when it finished, a cold tick's of the
+    changed snapshot: the action scheduled, and every action ahead that the tick schedules
+    now still scheduled. Asked only whether it works, a proof also stops once the action is
+    sure to be refused (D361): the same yes or no."""
+    verdicts: Counter[tuple[bool, bool]] = Counter()
+    for seed in range(FLEETS):
+        rng = random.Random(seed)
+        snapshot = random_snapshot(rng, [PACKING, DOZEN, SMALL][seed % 3])
+        queued = [a.id for a in snapshot.actions if a.state is ActionState.QUEUED]
+        if not queued:
+            continue
+        target = rng.choice(queued)
+        change = _change(rng, snapshot, target)
+        if change is None:
+            continue
+        result, state = tick_with_state(snapshot, OPTIONS)
+        changed = apply_changes(snapshot, target, [change])
+        patched = patch(state, snapshot, changed, target, [change], ahead_only=True)
+        proof = _proof(state, patched, LIMITS[limit], proving=True)
+        assert proof == _proof(state, patched, LIMITS[limit], proving=False), f"seed {seed}"
+        whether = _proof(state, patched, LIMITS[limit], proving=True, until_refused=True)
+        assert whether[1] == proof[1], f"seed {seed}"
+        verdicts[proof] += 1
+        finished, runs = proof
+        if not finished:
+            continue
+        whole = {s.action for s in tick(changed, OPTIONS).scheduled}
+        line = patched.problem.actions
+        ahead = {line[i].id for i in range(patched.target) if i not in patched.absent}
+        kept = ahead & {s.action for s in result.scheduled} <= whole
+        assert runs == (target in whole and kept), f"seed {seed}, {change}"
+    # Each verdict is met: proven, refused, and (with the tight limit) not finished.
+    assert verdicts[(True, True)] and verdicts[(True, False)], verdicts
+    assert bool(verdicts[(False, False)]) == (limit == "tight"), verdicts
