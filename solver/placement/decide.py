@@ -33,8 +33,8 @@ from solver.placement.bounds import RoomBounds
 from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
 from solver.placement.failfast import Failure
 from solver.placement.plan import NodeAssignment, Plan, Refusal, UnitKey
-from solver.placement.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Item, Problem
-from solver.placement.repair import MovableUnits, repair
+from solver.placement.problem import UNBOUNDED, ActionInfo, Item, Problem
+from solver.placement.repair import MovableUnits, charges_by_placement, repair
 
 # With this many units or fewer placed this tick, every one of them may move in a check, so
 # the answer is exact; above it, only the units on the nodes the action could use may move.
@@ -220,8 +220,7 @@ class Decider:
         # more admitted since, a request no smaller is not tried again.
         self._unrepaired = NoRoomMemo()
         self._unrepaired_at = -1
-        self._repair_ranks: dict[UnitKey, tuple[int, int] | None] = {}
-        self._movable = MovableUnits(self._repair_rank)
+        self._movable = MovableUnits(problem)
 
     def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
@@ -379,22 +378,6 @@ class Decider:
         self._admit(ledger, action, found.placement)
         return True
 
-    def _repair_rank(self, key: UnitKey) -> tuple[int, int] | None:
-        """A unit's size (GPUs, then CPU) for a repair to try the smallest first; None when its
-        charges depend on where it lands (untyped GPUs under a device cap): it never moves."""
-        if key not in self._repair_ranks:
-            kind, index = key
-            unit = self.problem.envs[index] if kind == "env" else self.problem.actions[index]
-            self._repair_ranks[key] = (
-                None
-                if self._meets_device_caps(unit.queue, unit.items)
-                else (
-                    sum(int(item.request[GPU_DIM]) for item in unit.items),
-                    sum(int(item.request[CPU_DIM]) for item in unit.items),
-                )
-            )
-        return self._repair_ranks[key]
-
     def _admit(self, ledger: Plan, action: ActionInfo, placement: NodeAssignment | None) -> None:
         """Admit `action` into the ledger, and count what it places in the bounds."""
         if placement is not None:
@@ -532,20 +515,16 @@ class Decider:
         placed on those pools, and no untyped GPU there meets a device cap (whose charge
         would then depend on where units outside move)."""
         pools = frozenset(p for item in items for p in item.pools[cluster])
-        if self._meets_device_caps(action.queue, items):
+        if charges_by_placement(self.problem, action.queue, items):
             return False
         keys = set().union(*(ledger.pool_units.get(p, set()) for p in pools))
         for key in keys:
             queue, unit_items, _ = ledger.unit(key)
-            if self._meets_device_caps(queue, unit_items):
+            if charges_by_placement(self.problem, queue, unit_items):
                 return False
             if not self.bounds.confined(queue, unit_items, pools):
                 return False
         return True
-
-    def _meets_device_caps(self, queue: int, items: list[Item]) -> bool:
-        caps = self.problem.queues[queue].caps
-        return any(item.untyped for item in items) and bool(caps.of_kind(ResourceKind.DEVICE))
 
     def _local_scope(self, ledger: Plan, items: list[Item], cluster: int) -> Scope | None:
         """The pools of one cluster the action may use, when their free room could hold it."""
