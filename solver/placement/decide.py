@@ -14,6 +14,7 @@ admissions to the model's placement, and the walk goes on with best-fit from the
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -82,12 +83,11 @@ class NoRoomMemo:
         self._proven: dict[tuple, list[bool]] = {}
         self._sets: dict[int, frozenset[int]] = {}
         self._within: dict[tuple[int, int], bool] = {}
-        # What `find` answered for a list of containers (of a queue), after how many refusals
-        # of its kind: refusals are only added, so the next ask looks at the new ones only.
-        self._found: dict[tuple[int, int], _Asked] = {}
-        # The kind of each list asked about (held, so its id stays its own): most asks come
-        # while no refusal of their kind is known, and are answered from this alone.
-        self._kinds: dict[tuple[int, int], tuple[list[Item], tuple]] = {}
+        # What `find` worked out of a list of containers (of a queue) and answered, after how
+        # many refusals of its kind: refusals are only added, so the next ask looks at the new
+        # ones only. Most asks come while no refusal of their kind is known, and are answered
+        # from its kind alone.
+        self._asked: dict[tuple[int, int], _Asked] = {}
 
     def add(self, queue: int, items: list[Item], proven: bool) -> None:
         key = _kind(queue, items)
@@ -99,32 +99,34 @@ class NoRoomMemo:
 
     def find(self, queue: int, items: list[Item]) -> bool | None:
         """None if no refusal covers this request, else whether one that does was proven."""
-        asked = self._found.get((queue, id(items)))
+        key = (queue, id(items))
+        asked = self._asked.get(key)
         if asked is None or asked.items is not items:
-            known_kind = self._kinds.get((queue, id(items)))
-            if known_kind is None or known_kind[0] is not items:
-                known_kind = self._kinds[(queue, id(items))] = (items, _kind(queue, items))
-            kind = known_kind[1]
-            if kind not in self._requests:
-                return None  # most asks, while no request of its kind has failed
-            asked = _Asked(
-                items,
-                kind,
-                np.concatenate([item.request for item in items]),
-                tuple(self._pool_set(item) for item in items),
-            )
-            self._found[(queue, id(items))] = asked
-        known = self._requests[asked.kind]
+            asked = self._asked[key] = _Asked(items, _kind(queue, items))
+        known = self._requests.get(asked.kind)
+        if known is None:
+            return None  # most asks, while no request of its kind has failed
         if asked.seen == len(known) or asked.found:
             return asked.found  # a proven refusal that covers it stays one
-        covering = np.logical_and.reduce(known[asked.seen :] <= asked.request, axis=1)
-        for row in (asked.seen + np.flatnonzero(covering)).tolist():
-            theirs = self._pools[asked.kind][row]
-            if all(self._inside(a, b) for a, b in zip(asked.pools, theirs, strict=True)):
+        # Pools first, from the sets' memo: most refusals of a kind were of other pools, and
+        # the request is compared (in numpy) only with those that were not.
+        if asked.pools is None:
+            asked.pools = tuple(self._pool_set(item) for item in items)
+        theirs = self._pools[asked.kind]
+        rows = [
+            row
+            for row in range(asked.seen, len(known))
+            if all(self._inside(a, b) for a, b in zip(asked.pools, theirs[row], strict=True))
+        ]
+        asked.seen = len(known)
+        if rows:
+            if asked.request is None:
+                asked.request = np.concatenate([item.request for item in items])
+            covering = np.logical_and.reduce(known[rows] <= asked.request, axis=1)
+            for row in itertools.compress(rows, covering.tolist()):
                 asked.found = self._proven[asked.kind][row]
                 if asked.found:
                     break
-        asked.seen = len(known)
         return asked.found
 
     def _pool_set(self, item: Item) -> int:
@@ -143,14 +145,14 @@ class NoRoomMemo:
         return inside
 
 
-@dataclass
+@dataclass(slots=True)
 class _Asked:
     """What NoRoomMemo.find worked out of one list of containers, and its answer so far."""
 
     items: list[Item]  # held, so the list's id stays its own
     kind: tuple
-    request: np.ndarray
-    pools: tuple[int, ...]
+    pools: tuple[int, ...] | None = None  # worked out once a refusal of its kind is known
+    request: np.ndarray | None = None  # and once one of those was of pools it may use
     seen: int = 0  # refusals of its kind looked at
     found: bool | None = None
 
