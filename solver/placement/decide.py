@@ -82,7 +82,7 @@ class NoRoomMemo:
         self._pools: dict[tuple, list[tuple[int, ...]]] = {}
         self._proven: dict[tuple, list[bool]] = {}
         self._sets: dict[int, frozenset[int]] = {}
-        self._within: dict[tuple[int, int], bool] = {}
+        self._within: dict[tuple[tuple[int, ...], tuple[int, ...]], bool] = {}
         # What `find` worked out of a list of containers (of a queue) and answered, after how
         # many refusals of its kind: refusals are only added, so the next ask looks at the new
         # ones only. Most asks come while no refusal of their kind is known, and are answered
@@ -114,9 +114,7 @@ class NoRoomMemo:
             asked.pools = tuple(self._pool_set(item) for item in items)
         theirs = self._pools[asked.kind]
         rows = [
-            row
-            for row in range(asked.seen, len(known))
-            if all(self._inside(a, b) for a, b in zip(asked.pools, theirs[row], strict=True))
+            row for row in range(asked.seen, len(known)) if self._inside(asked.pools, theirs[row])
         ]
         asked.seen = len(known)
         if rows:
@@ -136,12 +134,16 @@ class NoRoomMemo:
             self._sets[ident] = frozenset(p for pools in item.pools.values() for p in pools)
         return ident
 
-    def _inside(self, mine: int, theirs: int) -> bool:
+    def _inside(self, mine: tuple[int, ...], theirs: tuple[int, ...]) -> bool:
+        """Whether each container's pool set lies within its counterpart's."""
         if mine == theirs:
             return True
         inside = self._within.get((mine, theirs))
         if inside is None:
-            inside = self._within[(mine, theirs)] = self._sets[mine] <= self._sets[theirs]
+            sets = self._sets
+            inside = self._within[(mine, theirs)] = all(
+                sets[a] <= sets[b] for a, b in zip(mine, theirs, strict=True)
+            )
         return inside
 
 
