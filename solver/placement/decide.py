@@ -14,6 +14,7 @@ admissions to the model's placement, and the walk goes on with best-fit from the
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -33,8 +34,8 @@ from solver.placement.bounds import RoomBounds
 from solver.placement.cp_model import Feasibility, PlacementModel, Scope, Unit
 from solver.placement.failfast import Failure
 from solver.placement.plan import NodeAssignment, Plan, Refusal, UnitKey
-from solver.placement.problem import CPU_DIM, GPU_DIM, UNBOUNDED, ActionInfo, Item, Problem
-from solver.placement.repair import MovableUnits, repair
+from solver.placement.problem import UNBOUNDED, ActionInfo, Item, Problem
+from solver.placement.repair import MovableUnits, charges_by_placement, repair
 
 # With this many units or fewer placed this tick, every one of them may move in a check, so
 # the answer is exact; above it, only the units on the nodes the action could use may move.
@@ -81,13 +82,12 @@ class NoRoomMemo:
         self._pools: dict[tuple, list[tuple[int, ...]]] = {}
         self._proven: dict[tuple, list[bool]] = {}
         self._sets: dict[int, frozenset[int]] = {}
-        self._within: dict[tuple[int, int], bool] = {}
-        # What `find` answered for a list of containers (of a queue), after how many refusals
-        # of its kind: refusals are only added, so the next ask looks at the new ones only.
-        self._found: dict[tuple[int, int], _Asked] = {}
-        # The kind of each list asked about (held, so its id stays its own): most asks come
-        # while no refusal of their kind is known, and are answered from this alone.
-        self._kinds: dict[tuple[int, int], tuple[list[Item], tuple]] = {}
+        self._within: dict[tuple[tuple[int, ...], tuple[int, ...]], bool] = {}
+        # What `find` worked out of a list of containers (of a queue) and answered, after how
+        # many refusals of its kind: refusals are only added, so the next ask looks at the new
+        # ones only. Most asks come while no refusal of their kind is known, and are answered
+        # from its kind alone.
+        self._asked: dict[tuple[int, int], _Asked] = {}
 
     def add(self, queue: int, items: list[Item], proven: bool) -> None:
         key = _kind(queue, items)
@@ -99,32 +99,32 @@ class NoRoomMemo:
 
     def find(self, queue: int, items: list[Item]) -> bool | None:
         """None if no refusal covers this request, else whether one that does was proven."""
-        asked = self._found.get((queue, id(items)))
+        key = (queue, id(items))
+        asked = self._asked.get(key)
         if asked is None or asked.items is not items:
-            known_kind = self._kinds.get((queue, id(items)))
-            if known_kind is None or known_kind[0] is not items:
-                known_kind = self._kinds[(queue, id(items))] = (items, _kind(queue, items))
-            kind = known_kind[1]
-            if kind not in self._requests:
-                return None  # most asks, while no request of its kind has failed
-            asked = _Asked(
-                items,
-                kind,
-                np.concatenate([item.request for item in items]),
-                tuple(self._pool_set(item) for item in items),
-            )
-            self._found[(queue, id(items))] = asked
-        known = self._requests[asked.kind]
+            asked = self._asked[key] = _Asked(items, _kind(queue, items))
+        known = self._requests.get(asked.kind)
+        if known is None:
+            return None  # most asks, while no request of its kind has failed
         if asked.seen == len(known) or asked.found:
             return asked.found  # a proven refusal that covers it stays one
-        covering = np.logical_and.reduce(known[asked.seen :] <= asked.request, axis=1)
-        for row in (asked.seen + np.flatnonzero(covering)).tolist():
-            theirs = self._pools[asked.kind][row]
-            if all(self._inside(a, b) for a, b in zip(asked.pools, theirs, strict=True)):
+        # Pools first, from the sets' memo: most refusals of a kind were of other pools, and
+        # the request is compared (in numpy) only with those that were not.
+        if asked.pools is None:
+            asked.pools = tuple(self._pool_set(item) for item in items)
+        theirs = self._pools[asked.kind]
+        rows = [
+            row for row in range(asked.seen, len(known)) if self._inside(asked.pools, theirs[row])
+        ]
+        asked.seen = len(known)
+        if rows:
+            if asked.request is None:
+                asked.request = np.concatenate([item.request for item in items])
+            covering = np.logical_and.reduce(known[rows] <= asked.request, axis=1)
+            for row in itertools.compress(rows, covering.tolist()):
                 asked.found = self._proven[asked.kind][row]
                 if asked.found:
                     break
-        asked.seen = len(known)
         return asked.found
 
     def _pool_set(self, item: Item) -> int:
@@ -134,23 +134,27 @@ class NoRoomMemo:
             self._sets[ident] = frozenset(p for pools in item.pools.values() for p in pools)
         return ident
 
-    def _inside(self, mine: int, theirs: int) -> bool:
+    def _inside(self, mine: tuple[int, ...], theirs: tuple[int, ...]) -> bool:
+        """Whether each container's pool set lies within its counterpart's."""
         if mine == theirs:
             return True
         inside = self._within.get((mine, theirs))
         if inside is None:
-            inside = self._within[(mine, theirs)] = self._sets[mine] <= self._sets[theirs]
+            sets = self._sets
+            inside = self._within[(mine, theirs)] = all(
+                sets[a] <= sets[b] for a, b in zip(mine, theirs, strict=True)
+            )
         return inside
 
 
-@dataclass
+@dataclass(slots=True)
 class _Asked:
     """What NoRoomMemo.find worked out of one list of containers, and its answer so far."""
 
     items: list[Item]  # held, so the list's id stays its own
     kind: tuple
-    request: np.ndarray
-    pools: tuple[int, ...]
+    pools: tuple[int, ...] | None = None  # worked out once a refusal of its kind is known
+    request: np.ndarray | None = None  # and once one of those was of pools it may use
     seen: int = 0  # refusals of its kind looked at
     found: bool | None = None
 
@@ -220,8 +224,7 @@ class Decider:
         # more admitted since, a request no smaller is not tried again.
         self._unrepaired = NoRoomMemo()
         self._unrepaired_at = -1
-        self._repair_ranks: dict[UnitKey, tuple[int, int] | None] = {}
-        self._movable = MovableUnits(self._repair_rank)
+        self._movable = MovableUnits(problem)
 
     def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
@@ -379,22 +382,6 @@ class Decider:
         self._admit(ledger, action, found.placement)
         return True
 
-    def _repair_rank(self, key: UnitKey) -> tuple[int, int] | None:
-        """A unit's size (GPUs, then CPU) for a repair to try the smallest first; None when its
-        charges depend on where it lands (untyped GPUs under a device cap): it never moves."""
-        if key not in self._repair_ranks:
-            kind, index = key
-            unit = self.problem.envs[index] if kind == "env" else self.problem.actions[index]
-            self._repair_ranks[key] = (
-                None
-                if self._meets_device_caps(unit.queue, unit.items)
-                else (
-                    sum(int(item.request[GPU_DIM]) for item in unit.items),
-                    sum(int(item.request[CPU_DIM]) for item in unit.items),
-                )
-            )
-        return self._repair_ranks[key]
-
     def _admit(self, ledger: Plan, action: ActionInfo, placement: NodeAssignment | None) -> None:
         """Admit `action` into the ledger, and count what it places in the bounds."""
         if placement is not None:
@@ -532,20 +519,16 @@ class Decider:
         placed on those pools, and no untyped GPU there meets a device cap (whose charge
         would then depend on where units outside move)."""
         pools = frozenset(p for item in items for p in item.pools[cluster])
-        if self._meets_device_caps(action.queue, items):
+        if charges_by_placement(self.problem, action.queue, items):
             return False
         keys = set().union(*(ledger.pool_units.get(p, set()) for p in pools))
         for key in keys:
             queue, unit_items, _ = ledger.unit(key)
-            if self._meets_device_caps(queue, unit_items):
+            if charges_by_placement(self.problem, queue, unit_items):
                 return False
             if not self.bounds.confined(queue, unit_items, pools):
                 return False
         return True
-
-    def _meets_device_caps(self, queue: int, items: list[Item]) -> bool:
-        caps = self.problem.queues[queue].caps
-        return any(item.untyped for item in items) and bool(caps.of_kind(ResourceKind.DEVICE))
 
     def _local_scope(self, ledger: Plan, items: list[Item], cluster: int) -> Scope | None:
         """The pools of one cluster the action may use, when their free room could hold it."""

@@ -15,14 +15,13 @@ limit does not depend on placement.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from models.resources import EMPTY, ResourceVector
+from models.resources import EMPTY, ResourceKind, ResourceVector
 from solver.placement.plan import NodeAssignment, Plan, Spot, UnitKey
-from solver.placement.problem import Item, Problem
+from solver.placement.problem import CPU_DIM, GPU_DIM, Item, Problem
 
 # Units tried per repair, the likeliest first: a repair is meant to be cheap next to a model
 # check, and counted work keeps it reproducible. Pairs, measured at M: the model time a full
@@ -44,7 +43,6 @@ _NO_ROWS = np.zeros(0, dtype=np.int64)
 class _EligibleNodes:
     """A container's pools in some clusters, their nodes one row each, in the pools' order."""
 
-    problem: Problem  # whose pools these are (held: a resumed walk's problem has others)
     mapping: dict[int, list[int]]  # the item's `pools`, held so its id stays its own
     pools: list[int]
     pool: np.ndarray  # per row, its pool
@@ -61,29 +59,54 @@ class Repair:
     placement: NodeAssignment
 
 
-class MovableUnits:
-    """The units a repair may move off each node, the smallest first, and the room each frees
-    there: worked out once a node until its units change (Plan.node_stamps)."""
+def charges_by_placement(problem: Problem, queue: int, items: list[Item]) -> bool:
+    """Whether a unit's untyped GPUs meet a device cap of its queue: what it charges there
+    depends on where it lands."""
+    caps = problem.queues[queue].caps
+    return any(item.untyped for item in items) and bool(caps.of_kind(ResourceKind.DEVICE))
 
-    def __init__(self, rank: Callable[[UnitKey], tuple[int, int] | None]) -> None:
-        """`rank` orders the units a repair may move (the smallest first), None for one it
-        may not; a unit's rank never changes."""
-        self.rank = rank
+
+class MovableUnits:
+    """The units of one problem's ledgers a repair may move off each node, the smallest first,
+    and the room each frees there: worked out once a node until its units change
+    (Plan.node_stamps)."""
+
+    def __init__(self, problem: Problem) -> None:
+        # Only what the problem holds: a walk's Decider holds this, and a reference back to
+        # it would keep the tick's state alive, in a cycle, until a full collection.
+        self.problem = problem
+        self._ranks: dict[UnitKey, tuple[int, int] | None] = {}
         self._known: dict[Spot, tuple[int, list[UnitKey], np.ndarray]] = {}
         self._nodes: dict[tuple[int, tuple[int, ...]], _EligibleNodes] = {}
 
-    def eligible_nodes(self, problem: Problem, item: Item, clusters: list[int]) -> _EligibleNodes:
-        """The nodes of the container's pools in `clusters`, worked out once a problem."""
+    def rank(self, key: UnitKey) -> tuple[int, int] | None:
+        """A unit's size (GPUs, then CPU), for a repair to try the smallest first; None when
+        its charges depend on where it lands (charges_by_placement): it never moves."""
+        if key not in self._ranks:
+            kind, index = key
+            unit = self.problem.envs[index] if kind == "env" else self.problem.actions[index]
+            self._ranks[key] = (
+                None
+                if charges_by_placement(self.problem, unit.queue, unit.items)
+                else (
+                    sum(int(item.request[GPU_DIM]) for item in unit.items),
+                    sum(int(item.request[CPU_DIM]) for item in unit.items),
+                )
+            )
+        return self._ranks[key]
+
+    def eligible_nodes(self, item: Item, clusters: list[int]) -> _EligibleNodes:
+        """The nodes of the container's pools in `clusters`, worked out once."""
         key = (id(item.pools), tuple(clusters))
         known = self._nodes.get(key)
-        if known is not None and known.problem is problem and known.mapping is item.pools:
+        if known is not None and known.mapping is item.pools:
             return known
+        problem = self.problem
         pools = [p for c in clusters for p in item.pools[c]]
         infos = [problem.pools[p] for p in pools]
         sizes = [pool.max_nodes for pool in infos]
         dims = len(problem.dims)
         known = self._nodes[key] = _EligibleNodes(
-            problem,
             item.pools,
             pools,
             np.repeat(np.array(pools, dtype=np.int64), sizes),
@@ -187,7 +210,7 @@ def _in_the_way(
     blocked: list[tuple[float, int, int, Item]] = []  # (shortfall, pool, node, container)
     for item in items:
         # Every node of its pools at once, in the order of its clusters and their pools.
-        nodes = movable.eligible_nodes(ledger.problem, item, clusters)
+        nodes = movable.eligible_nodes(item, clusters)
         if not nodes.pools:
             continue
         free = np.concatenate([ledger.free[p] for p in nodes.pools])

@@ -1,9 +1,14 @@
-"""The tick's exact repacking, and what it returns when its time limit cuts it short."""
+"""The tick's exact repacking, what it returns when its time limit cuts it short, and what it
+leaves behind."""
+
+import gc
+import weakref
 
 from models.result import SolverStatus, WaitReason
 from models.scenario import snapshot_from_dict
 from models.snapshot import Snapshot
 from solver import TickOptions, tick
+from solver.tick import tick_with_state
 
 
 def _running(action_id: str, node: int, gpus: int) -> dict:
@@ -65,6 +70,23 @@ def test_an_action_left_out_by_the_time_limit_says_so() -> None:
     assert [(w.action, w.reason) for w in result.waiting] == [("c", WaitReason.SOLVER_LIMIT)]
     # With time, the model moves a next to b and c runs.
     assert [s.action for s in tick(_two_nodes(used=(3, 1))).scheduled] == ["a", "b", "c"]
+
+
+def test_a_tick_leaves_its_working_state_to_reference_counting() -> None:
+    # Issue 12: a tick makes hundreds of thousands of objects; held in a reference cycle, they
+    # outlive it until a collection walks them all. Freed as the last reference goes, none
+    # is left for the collector: once the tick's state is let go, its compiled problem is gone
+    # with no collection run. (The tick contests c, so the whole walk runs: repair, model.)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _, state = tick_with_state(_two_nodes(used=(1, 3)))
+        problem = weakref.ref(state.problem)
+        del state
+        assert problem() is None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _two_nodes(used: tuple[int, int]) -> Snapshot:
