@@ -579,8 +579,12 @@ class _ItemMaker:
         self.default_type = default_type
         self.matcher = _PoolMatcher(pools, len(dims))
         # Lists of containers by their fields, each compiled once for every queue (or why it
-        # cannot be); and container shapes by what their request vector depends on.
+        # cannot be); a queue's items and charge of a list, by the queue and the fields (one
+        # lookup an action, as when lists were compiled per queue: a line of few repeats,
+        # like the 100,000-action snapshot's, pays nothing for the sharing); and container
+        # shapes by what their request vector depends on.
         self.lists: dict[tuple, _CompiledList | Exception] = {}
+        self.known: dict[tuple, tuple[list[Item], ResourceVector]] = {}
         self.requests: dict[tuple, _Request] = {}
         self.selectors: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         # Items by (queue, request) shape, the first made of each; and by shape and name.
@@ -603,27 +607,31 @@ class _ItemMaker:
         are made once, and per queue only its items, shared by every action of it there
         (none is mutated)."""
         # Keyed by the containers' fields as they are: one tuple per container is all an
-        # action of a known list costs (a typed and an untyped request of the default type
-        # are two keys for the same items).
+        # action of a list its queue has met costs (a typed and an untyped request of the
+        # default type are two keys for the same items).
         key = (
             field_name,
+            queue.index,
             *[
                 (c.name, tuple(c.resources.items()), c.gpu, tuple(c.node_selector.items()))
                 for c in containers
             ],
         )
-        compiled = self.lists.get(key)
+        known = self.known.get(key)
+        if known is not None:
+            return known
+        list_key = (field_name, *key[2:])
+        compiled = self.lists.get(list_key)
         if compiled is None:
-            compiled = self.lists[key] = self._compiled_list(containers, field_name)
+            compiled = self.lists[list_key] = self._compiled_list(containers, field_name)
         if isinstance(compiled, Exception):
             raise compiled.with_traceback(None)  # raised again for each action of the list
-        items = compiled.items.get(queue.index)
-        if items is None:
-            items = compiled.items[queue.index] = [
-                self._item(name, request, queue.index)
-                for name, request in zip(compiled.names, compiled.requests, strict=True)
-            ]
-        return items, compiled.demand
+        items = [
+            self._item(name, request, queue.index)
+            for name, request in zip(compiled.names, compiled.requests, strict=True)
+        ]
+        known = self.known[key] = (items, compiled.demand)
+        return known
 
     def _compiled_list(
         self, containers: list[Container], field_name: str
@@ -634,7 +642,7 @@ class _ItemMaker:
             return error
         requests = [self._request(c) for c in containers]
         return _CompiledList(
-            [c.name for c in containers], requests, _demand(containers, requests), {}
+            [c.name for c in containers], requests, _demand(containers, requests)
         )
 
     def _request(self, container: Container) -> _Request:
@@ -710,12 +718,11 @@ class _Request:
 
 @dataclass(frozen=True, slots=True)
 class _CompiledList:
-    """A list of containers compiled for every queue: its charge, and its items per queue."""
+    """A list of containers compiled for every queue: its names, requests and charge."""
 
     names: list[str]
     requests: list[_Request]
     demand: ResourceVector
-    items: dict[int, list[Item]]
 
 
 def _demand(containers: list[Container], requests: list[_Request]) -> ResourceVector:
