@@ -123,7 +123,7 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Po
     for k, action in enumerate(waiting):
         items = plan.items_to_place(action)
         known = lists.get((action.queue, id(items)))
-        if known is None or known[0] is not items:
+        if known is None:
             key = (action.queue, tuple(id(item.all_pools) for item in items))
             s = groups.get(key)
             if s is None:
@@ -429,7 +429,7 @@ class RoomReasons:
         pools = item.pools.get(cluster, ())
         key = (id(item.request), id(pools))
         known = self._base_room.get(key)
-        if known is None or known[0] is not item.request or known[1] is not pools:
+        if known is None:
             fits = self.problem.fits_base_room(item, cluster)
             known = self._base_room[key] = (item.request, pools, fits)
         return known[2]
@@ -438,7 +438,7 @@ class RoomReasons:
         """The devices of the container's pools in `clusters`."""
         key = (id(item.pools), *sorted(clusters))
         known = self._devices.get(key)
-        if known is None or known[0] is not item.pools:
+        if known is None:
             devices = {
                 device
                 for c in clusters
@@ -453,7 +453,7 @@ class RoomReasons:
         `cluster`."""
         key = (id(item.pools), cluster, priority)
         known = self._higher.get(key)
-        if known is None or known[0] is not item.pools:
+        if known is None:
             top = self.plan.pool_top
             names = {
                 top[p][1] for p in item.pools[cluster] if p in top and top[p][0] > priority

@@ -104,7 +104,7 @@ class _LoneContainers:
 
     def fit(self, item: Item, clusters: list[int]) -> bool:
         known = self._requests.get(id(item.request))
-        if known is None or known[0] is not item.request:
+        if known is None:
             known = self._requests[id(item.request)] = (item.request, tuple(item.request.tolist()))
         request = known[1]
         for c in clusters:
@@ -115,7 +115,7 @@ class _LoneContainers:
 
     def _room(self, pools: list[int]) -> tuple[int, ...]:
         known = self._rooms.get(id(pools))
-        if known is None or known[0] is not pools:
+        if known is None:
             room = tuple(self.problem.full_scale_room(tuple(pools)).tolist())
             known = self._rooms[id(pools)] = (pools, room)
         return known[1]
