@@ -56,7 +56,8 @@ BUILD_SECONDS_PER_VARIABLE = 1e-6
 # What one placement model answered (verdict, placements, deterministic seconds, variables),
 # by everything the model is built from and the limit it ran under (`_model_key`): CP-SAT runs
 # on one worker with a fixed seed, so the same model under the same limit answers the same.
-ModelAnswers = dict[tuple, tuple[Feasibility, list[NodeAssignment], float, int]]
+ModelAnswer = tuple[Feasibility, list[NodeAssignment], float, int]
+ModelAnswers = dict[tuple, ModelAnswer]
 OUT_OF_TIME = Refusal(
     WaitReason.SOLVER_LIMIT,
     "best-fit found no room, and the tick's time limit ran out before repacking could settle it",

@@ -36,16 +36,16 @@ from models.errors import ErrorCode
 from models.result import TickResult, WaitReason
 from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
-from solver.placement.cp_model import Feasibility
 from solver.placement.decide import (
     Decider,
+    ModelAnswer,
     ModelAnswers,
     ModelCheckBudget,
     NoRoomMemo,
     placement_in,
 )
 from solver.placement.failfast import Failure, fail_fast
-from solver.placement.plan import NodeAssignment, Plan, Refusal, Spot
+from solver.placement.plan import Plan, Refusal, Spot
 from solver.placement.problem import ActionInfo, CompileCache, Problem
 
 ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
@@ -54,7 +54,6 @@ ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room
 # many, the oldest go. Explanations of the same tick meet many of the same models: the walks
 # of changes to one cluster begin at the same refusals.
 KEPT_ANSWERS = 1000
-Answer = tuple[Feasibility, list[NodeAssignment], float, int]  # one of ModelAnswers
 TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
 
 
@@ -123,7 +122,7 @@ class _Kept(ModelAnswers):
         super().__init__(first)
         self.most = most
 
-    def __setitem__(self, key: tuple, answer: Answer) -> None:
+    def __setitem__(self, key: tuple, answer: ModelAnswer) -> None:
         super().__setitem__(key, answer)
         if len(self) > self.most:
             del self[next(iter(self))]
