@@ -102,7 +102,7 @@ class NoRoomMemo:
         """None if no refusal covers this request, else whether one that does was proven."""
         key = (queue, id(items))
         asked = self._asked.get(key)
-        if asked is None or asked.items is not items:
+        if asked is None:
             asked = self._asked[key] = _Asked(items, _kind(queue, items))
         known = self._requests.get(asked.kind)
         if known is None:
