@@ -1100,8 +1100,8 @@ def _actions(t: _Checked) -> list[Action]:
         Action,
         {
             "id": a["id"].to_pylist(),
-            "run": a["run"].to_pylist(),
-            "queue": a["queue"].to_pylist(),
+            "run": _distinct(a["run"], pa.Array.to_pylist),
+            "queue": _distinct(a["queue"], pa.Array.to_pylist),
             "submitted_at": _times(a["submitted_at"]),
             "state": _distinct(a["state"], _per_value(ActionState)),
             "placement": _placements(t, a, t.placement_action),
