@@ -10,9 +10,11 @@ server's decodes of a tick's result and forecasts, which validate many models th
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
+from itertools import repeat
 from types import GetSetDescriptorType, MemberDescriptorType
 from typing import Any, TypeVar
 
@@ -27,8 +29,8 @@ def _slot_setter(name: str) -> Callable[[object, object], None]:
     """The setter of one of BaseModel's slots (`__dict__` among them).
 
     BaseModel keeps these in slots; setting them through their descriptors is the cheapest way
-    (object.__setattr__ looks the descriptor up at every call: a fifth of trusted_models'
-    per-row loop).
+    (object.__setattr__ looks the descriptor up at every call, a fifth of what trusted_models
+    once cost per row).
     Read from the class __dict__: pydantic annotates these names with the instance values' types,
     not the slot descriptors the class holds.
     """
@@ -50,6 +52,10 @@ def trusted_models(cls: type[M], columns: dict[str, Sequence[Any]], builder: str
     rows: setting a field adds a name it already holds, and pydantic copies it before a copy
     changes it. Per model that saves a set, most of a small model's memory. `builder` names
     the caller in the error raised when the columns are not exactly the model's fields.
+
+    The models are made first, then each slot is set on all of them by a setter mapped over
+    them in C: the rows' dicts (one comprehension) are the only Python bytecode per row, a
+    fifth cheaper than a loop setting each model's slots.
     """
     if columns.keys() != cls.model_fields.keys():
         raise InternalError(
@@ -58,31 +64,33 @@ def trusted_models(cls: type[M], columns: dict[str, Sequence[Any]], builder: str
         )
     if len({len(column) for column in columns.values()}) > 1:
         raise InternalError(f"{builder} builds {cls.__name__} from columns of unequal lengths")
+    rows = len(next(iter(columns.values()), ()))
+    models: list[M] = list(map(object.__new__, repeat(cls, rows)))
     fields_set = set(columns)
-    new = object.__new__
-    models: list[M] = []
-    append = models.append
-    for values in map(_row_dict(tuple(columns)), *columns.values()):
-        model = new(cls)
-        _SET_DICT(model, values)
-        _SET_FIELDS_SET(model, fields_set)
-        _SET_EXTRA(model, None)
-        _SET_PRIVATE(model, None)
-        append(model)
+    for set_slot, values in (
+        (_SET_DICT, _row_dicts(tuple(columns))(columns.values())),
+        (_SET_FIELDS_SET, repeat(fields_set)),
+        (_SET_EXTRA, repeat(None)),
+        (_SET_PRIVATE, repeat(None)),
+    ):
+        deque(map(set_slot, models, values), maxlen=0)  # run to the end, keeping nothing
     return models
 
 
 @cache
-def _row_dict(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
-    """A function of one value per name returning the dict {name: value}.
+def _row_dicts(names: tuple[str, ...]) -> Callable[[Iterable[Sequence[Any]]], list[dict[str, Any]]]:
+    """A function of one column per name returning each row's dict {name: value}.
 
-    Written as a dict display with constant keys, which CPython builds in one step: per row
-    of 13 fields, 40% cheaper than dict(zip(names, row)), and no row tuple is made. The names
-    are a model's field names (identifiers), quoted with repr.
+    A comprehension over the zipped columns with a dict display of constant keys, which
+    CPython builds in one step: no Python call and no dict(zip(...)) per row (per row of 13
+    fields, 40% cheaper than dict(zip(names, row)), and 12% cheaper than calling a function
+    of the row's values). The names are a model's field names (identifiers), quoted with repr.
     """
     values = [f"v{i}" for i in range(len(names))]
     entries = ", ".join(f"{name!r}: {value}" for name, value in zip(names, values, strict=True))
-    function: Callable[..., dict[str, Any]] = eval(f"lambda {', '.join(values)}: {{{entries}}}")
+    function: Callable[[Iterable[Sequence[Any]]], list[dict[str, Any]]] = eval(
+        f"lambda columns: [{{{entries}}} for {', '.join(values)}, in zip(*columns)]"
+    )
     return function
 
 

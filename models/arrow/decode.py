@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise, repeat
+from itertools import pairwise
 from typing import Any, NoReturn, TypeVar, cast
 
 import numpy as np
@@ -82,10 +82,9 @@ from models.snapshot import (
     cluster_room_message,
 )
 
-# Separators of composite keys; control characters are never part of a Kubernetes name,
+# The separator of composite keys; a control character is never part of a Kubernetes name,
 # label or resource.
 _SEP = "\x1f"
-_ROW_SEP = "\x1e"
 _INT64 = pa.int64()
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 M = TypeVar("M", bound=BaseModel)
@@ -325,6 +324,7 @@ def _cast_map(table: _Table, field: pa.Field, array: pa.Array, amounts: bool) ->
             table.fail(int(rows[entries[0]]), column, message(int(entries[0])))
 
     entry_check(pc.equal(pc.utf8_length(keys), 0), lambda _: "has an empty key")
+    entry_check(items.is_null(), lambda i: f"{keys[i].as_py()} has a null value")
     if (table.name, column) in DEVICE_COLUMNS:
         keys = _devices(table, column, keys, rows)
     elif amounts:  # resource names as the models spell them
@@ -396,6 +396,24 @@ def _first_seen(codes: np.ndarray) -> np.ndarray:
     """Whether each row holds its code (from _codes) for the first time: codes count up in
     order of first appearance, so a new one is above every code of the rows before it."""
     return codes > np.maximum.accumulate(np.concatenate([[-1], codes]))[:-1]
+
+
+def _run_codes(codes: np.ndarray, bounds: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+    """The codes (as _codes numbers them) of the rows of a 2-d array of codes, -1 a value like
+    any other; given `bounds`, of its runs of rows bounds[i]:bounds[i + 1] instead.
+
+    A row (or run) is read as one binary value over the codes' memory, so that one hash pass
+    codes them all, where folding in one column at a time costs a pass per column."""
+    codes = np.ascontiguousarray(codes, np.int64)
+    width = codes.itemsize * codes.shape[1]
+    if bounds is None:
+        rows = pa.Array.from_buffers(pa.binary(width), len(codes), [None, pa.py_buffer(codes)])
+    else:
+        offsets = pa.py_buffer(np.asarray(bounds, np.int64) * width)
+        rows = pa.Array.from_buffers(
+            pa.large_binary(), len(bounds) - 1, [None, offsets, pa.py_buffer(codes)]
+        )
+    return _codes(rows)
 
 
 def _check_unique(table: _Table, column: str, keys: pa.Array | np.ndarray, what: str) -> None:
@@ -841,20 +859,29 @@ def _instances(cls: type[M], columns: dict[str, Sequence[Any]]) -> list[M]:
     return trusted_models(cls, columns, "arrow snapshot (update models.arrow.schema)")
 
 
-def _distinct(array: pa.Array, convert: Callable[[list[Any]], Iterable[T]]) -> list[T | None]:
-    """`convert` applied to the list of distinct values (null stays None), each row then
+def _distinct(array: pa.Array, convert: Callable[[pa.Array], Iterable[T]]) -> list[T | None]:
+    """`convert` applied to the array of distinct values (null stays None), each row then
     taking its value's result.
 
-    The whole list at once, so that a conversion made of `map` over C functions (the times
-    of a line are mostly distinct) makes no Python call per value."""
+    The whole array at once, so that a conversion made of `map` over C functions (the times
+    of a line are mostly distinct) makes no Python call per value. A column of nulls only
+    (a line's unused optional fields) is answered without encoding it."""
+    if array.null_count == len(array):
+        return [None] * len(array)
     encoded = pc.dictionary_encode(array)
-    values: list[T | None] = [*convert(encoded.dictionary.to_pylist()), None]
+    values: list[T | None] = [*convert(encoded.dictionary), None]
     codes = pc.fill_null(encoded.indices, len(values) - 1).to_numpy().tolist()
     return list(map(values.__getitem__, codes))
 
 
-def _timedeltas(micros: Iterable[int]) -> Iterator[timedelta]:
-    return map(timedelta, repeat(0), repeat(0), micros)  # (days, seconds, microseconds)
+def _per_value(convert: Callable[[Any], T]) -> Callable[[pa.Array], Iterator[T]]:
+    """A conversion for _distinct: `convert` of each distinct value as Python."""
+    return lambda values: map(convert, values.to_pylist())
+
+
+def _timedeltas(micros: pa.Array) -> list[timedelta]:
+    """numpy makes the timedelta objects in C, several times cheaper than timedelta(...)."""
+    return cast(list[timedelta], micros.to_numpy().view("timedelta64[us]").tolist())
 
 
 def _times(array: pa.Array) -> list[datetime | None]:
@@ -869,12 +896,11 @@ def _durations(array: pa.Array) -> list[timedelta | None]:
     return _distinct(array.cast(pa.int64()), _timedeltas)
 
 
-def _map_texts(array: pa.Array) -> pa.Array:
-    """Each map row as one string of its entries (empty for null): equal maps, equal strings."""
+def _map_codes(array: pa.Array) -> np.ndarray:
+    """The same integer for rows holding the same entries in the same order, different for
+    different (as _codes numbers them); a null map counts as an empty one."""
     offsets, keys, items = _map_parts(array)
-    entries = _key(keys, items.cast(pa.string()))
-    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries)
-    return pc.binary_join(lists, _ROW_SEP)
+    return _run_codes(np.column_stack([_codes(keys), _codes(items)]), offsets)
 
 
 def _dicts(array: pa.Array) -> list[dict[str, Any]]:
@@ -883,17 +909,10 @@ def _dicts(array: pa.Array) -> list[dict[str, Any]]:
     Requests repeat a few shapes across many rows, so this is several times cheaper than
     building every row's dict from its entries.
     """
-    items = _map_parts(array)[2]
-    rows = _map_texts(array)
-
-    def mapping(row: str) -> dict[str, Any]:
-        pairs = (entry.split(_SEP) for entry in row.split(_ROW_SEP)) if row else ()
-        return {key: item(value) for key, value in pairs}
-
-    item: Callable[[str], int | str] = int if pa.types.is_integer(items.type) else str
-    # A list array built from offsets alone has no null rows, so no row comes back None.
-    distinct = cast(list[dict[str, Any]], _distinct(rows, lambda texts: map(mapping, texts)))
-    return list(map(dict.copy, distinct))
+    codes = _map_codes(array)
+    pairs = array.take(np.flatnonzero(_first_seen(codes))).to_pylist()
+    distinct = [dict(entries or ()) for entries in pairs]
+    return list(map(dict.copy, map(distinct.__getitem__, codes.tolist())))
 
 
 def _gpu_requests(counts: pa.Array, devices: pa.Array) -> list[AcceleratorRequest | None]:
@@ -904,15 +923,22 @@ def _gpu_requests(counts: pa.Array, devices: pa.Array) -> list[AcceleratorReques
         return AcceleratorRequest(int(count), parse_device(device, "gpu") if device else None)
 
     keys = _key(counts.cast(pa.string()), pc.coalesce(devices, ""))
-    return _distinct(keys, lambda texts: map(request, texts))
+    return _distinct(keys, _per_value(request))
+
+
+def _runs(owners: np.ndarray, size: int) -> tuple[np.ndarray, list[int]]:
+    """The rows of each owner 0..size-1 in row order: owner i's are order[bounds[i]:bounds[i + 1]]
+    (`order`, `bounds`); rows whose owner is -1 are left out."""
+    rows = np.flatnonzero(owners >= 0)
+    order = rows[np.argsort(owners[rows], kind="stable")]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(owners[rows], minlength=size))])
+    return order, bounds.tolist()
 
 
 def _grouped(owners: np.ndarray, items: Sequence[Any], size: int) -> list[list[Any]]:
     """The items of each owner 0..size-1 in row order; items whose owner is -1 are dropped."""
-    rows = np.flatnonzero(owners >= 0)
-    order = rows[np.argsort(owners[rows], kind="stable")]
+    order, bounds = _runs(owners, size)
     ordered = [items[row] for row in order.tolist()]
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(owners[rows], minlength=size))]).tolist()
     return [ordered[start:stop] for start, stop in pairwise(bounds)]
 
 
@@ -929,7 +955,7 @@ def _queues(q: _Table) -> list[Queue]:
             "max_resources": _dicts(q["max_resources"]),
             "max_gpus": q["max_gpus"].to_pylist(),
             "max_accelerators": _dicts(q["max_accelerators"]),
-            "scheduling": _distinct(q["scheduling"], lambda values: map(Scheduling, values)),
+            "scheduling": _distinct(q["scheduling"], _per_value(Scheduling)),
             "clusters": q["clusters"].to_pylist(),
             "head_blocked_since": _times(q["head_blocked_since"]),
         },
@@ -1034,52 +1060,70 @@ def _environments(t: _Checked) -> list[Environment]:
     )
 
 
-def _shared_containers(c: _Table) -> list[Container]:
-    """The Container of every row; rows of equal values share one model.
+def _container_lists(t: _Checked) -> list[list[Container]]:
+    """Each action's containers; rows of equal values share one Container, and actions of equal
+    lists of containers share one list.
 
-    A line repeats a few containers, and nothing changes a snapshot's models in place (a change
-    is a copy: solver.whatif, solver.explain), so each distinct container is built once: at
-    100,000 actions, a few thousand models instead of 109,000."""
+    A line repeats a few containers and lists of them, and nothing changes a snapshot's models
+    or their lists in place (a change is a copy: solver.whatif, solver.explain), so each is
+    built once: at 100,000 actions, a few thousand Containers and lists instead of 109,000
+    and 102,000."""
+    a, c = t.actions, t.containers
     columns = ("name", "resources", "gpu_count", "gpu_device", "node_selector")
-    values = [_map_texts(c[name]) if pa.types.is_map(c[name].type) else c[name] for name in columns]
-    # One code per distinct row: the columns' codes (null as a value of its own) folded in one
-    # at a time.
-    codes = np.zeros(c.rows, np.int64)
-    for value in values:
-        codes = _pair_codes(codes, _codes(value) + 1)
+    codes = _run_codes(
+        np.column_stack(
+            [
+                _map_codes(c[name]) if pa.types.is_map(c[name].type) else _codes(c[name])
+                for name in columns
+            ]
+        )
+    )
     first = np.flatnonzero(_first_seen(codes))
     distinct = _Table(c.source, c.name, {name: c[name].take(first) for name in columns})
     built = _instances(
         Container, {"name": distinct["name"].to_pylist(), **_container_fields(distinct)}
     )
-    return list(map(built.__getitem__, codes.tolist()))
+    order, bounds = _runs(t.container_action, a.rows)
+    ordered = codes[order]
+    lists = _run_codes(ordered[:, np.newaxis], bounds)
+    ordered_codes = ordered.tolist()
+    shared = [
+        list(map(built.__getitem__, ordered_codes[bounds[action] : bounds[action + 1]]))
+        for action in np.flatnonzero(_first_seen(lists)).tolist()
+    ]
+    return list(map(shared.__getitem__, lists.tolist()))
 
 
 def _actions(t: _Checked) -> list[Action]:
-    a, c = t.actions, t.containers
-    containers = _shared_containers(c)
-    deadlines = [
-        at if at is not None else after
-        for at, after in zip(_times(a["deadline"]), _durations(a["deadline_after"]), strict=True)
-    ]
+    a = t.actions
     return _instances(
         Action,
         {
             "id": a["id"].to_pylist(),
-            "run": a["run"].to_pylist(),
-            "queue": a["queue"].to_pylist(),
+            "run": _distinct(a["run"], pa.Array.to_pylist),
+            "queue": _distinct(a["queue"], pa.Array.to_pylist),
             "submitted_at": _times(a["submitted_at"]),
-            "state": _distinct(a["state"], lambda values: map(ActionState, values)),
+            "state": _distinct(a["state"], _per_value(ActionState)),
             "placement": _placements(t, a, t.placement_action),
-            "containers": _grouped(t.container_action, containers, a.rows),
+            "containers": _container_lists(t),
             "environment": a["environment"].to_pylist(),
             "max_queued_time": _durations(a["max_queued_time"]),
-            "deadline": deadlines,
+            "deadline": _deadlines(a),
             "task": a["task"].to_pylist(),
             "expected_duration": _durations(a["expected_duration"]),
             "started_at": _times(a["started_at"]),
         },
     )
+
+
+def _deadlines(a: _Table) -> list[datetime | timedelta | None]:
+    """Each action's deadline: its time, else its duration from submission (few rows have
+    either, so only those rows are visited)."""
+    deadlines = cast(list[datetime | timedelta | None], _times(a["deadline"]))
+    durations = _durations(a["deadline_after"])
+    for row in _holds(pc.and_(a["deadline"].is_null(), a["deadline_after"].is_valid())).tolist():
+        deadlines[row] = durations[row]
+    return deadlines
 
 
 # --- quota-managed job queues (schema version 2) ------------------------------------------------
@@ -1310,7 +1354,7 @@ def _jobs(tables: dict[str, _Table]) -> list[Job]:
             "priority": j["priority"].to_pylist(),
             "instance_type": instance_types.to_pylist(),
             "count": j["count"].to_pylist(),
-            "state": _distinct(j["state"], lambda values: map(JobState, values)),
+            "state": _distinct(j["state"], _per_value(JobState)),
             "submitted_at": _times(j["submitted_at"]),
             "started_at": _times(j["started_at"]),
         },
