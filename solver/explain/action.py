@@ -55,7 +55,7 @@ def _explain(
     options: TickOptions | None,
     state: TickState | None,
 ) -> Explanation:
-    action = next((a for a in snapshot.actions if a.id == action_id), None)
+    action = _find(snapshot, action_id, state)
     if action is None:
         raise NotFound(f"no action {action_id!r} in the snapshot")
     if action.state is ActionState.RUNNING:
@@ -66,20 +66,31 @@ def _explain(
     options = options or TickOptions()
     if result is None:
         result, state = tick_with_state(snapshot, options)
-    scheduled = next((s for s in result.scheduled if s.action == action_id), None)
+    replayer = Replayer(snapshot, action_id, result, options, state)
+    decided = replayer.decided
+    scheduled = decided.scheduled.get(action_id)
     if scheduled is not None:
         spots = [(c.name, c.node_pool, c.node) for c in scheduled.containers]
         return _placed(action, scheduled.cluster, spots, "is scheduled", snapshot.now)
-    replayer = Replayer(snapshot, action_id, result, options, state)
-    failed = next((f for f in result.failed if f.action == action_id), None)
+    failed = decided.failed.get(action_id)
     if failed is not None:
         return explain_failed(snapshot, action, Failure(failed.code, failed.message), replayer)
     # Not decided by this result (submitted after it, in the service): judge it alone first.
-    if not any(w.action == action_id for w in result.waiting):
+    if action_id not in decided.waiting:
         failure = failure_alone(snapshot, action)
         if failure is not None:
             return explain_failed(snapshot, action, failure, replayer)
     return explain_waiting(snapshot, action_id, result, replayer)
+
+
+def _find(snapshot: Snapshot, action_id: str, state: TickState | None) -> Action | None:
+    """The snapshot's action of that id: a pending one found by its place in the tick's line
+    when the tick's state is at hand (compiled from this snapshot), instead of a search."""
+    if state is not None:
+        position = state.problem.positions().get(action_id)
+        if position is not None:
+            return state.pending(snapshot)[position]
+    return next((a for a in snapshot.actions if a.id == action_id), None)
 
 
 def explain_failure(

@@ -219,11 +219,19 @@ def _finish(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
     """Take the named running work out, or else running work until `amount` of the resource
     is freed (biggest first)."""
     queue = _queue_of(snapshot, change, action_id)
+    # Most changes name the work (every rung of an explanation's ladder does): the queue's
+    # running work is looked for only when they do not.
+    gone = set(change.actions) if change.actions else _freeing(snapshot, queue, change)
+    actions = [a for a in snapshot.actions if a.id not in gone]
+    return snapshot.model_copy(update={"actions": actions})
+
+
+def _freeing(snapshot: Snapshot, queue: str, change: Change) -> set[str]:
+    """The running work of `queue` that finishes to free the change's `amount`: that many
+    runs or actions, or the biggest holders of its resource."""
     running = [a for a in snapshot.actions if a.state is ActionState.RUNNING and a.queue == queue]
     resource, wanted = change.resource or "", change.amount or 0
-    if change.actions:
-        gone = set(change.actions)
-    elif resource == FINISH_RUNS:
+    if resource == FINISH_RUNS:
         runs = sorted({a.run_id for a in running})[:wanted]
         gone = {a.id for a in running if a.run_id in runs}
     elif resource == FINISH_ACTIONS:
@@ -237,8 +245,7 @@ def _finish(snapshot: Snapshot, action_id: str, change: Change) -> Snapshot:
                 break
             gone.add(held_by)
             freed += amount
-    actions = [a for a in snapshot.actions if a.id not in gone]
-    return snapshot.model_copy(update={"actions": actions})
+    return gone
 
 
 def charges(snapshot: Snapshot, actions: list[Action]) -> list[ResourceVector]:

@@ -24,6 +24,7 @@ own line that are left out, so the depth still counts them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from models.errors import NotFound
@@ -41,6 +42,7 @@ from models.snapshot import (
 )
 from solver.placement.plan import NodeAssignment, Plan
 from solver.placement.problem import ActionInfo, CompileCache, Problem, compile_snapshot
+from solver.placement.resume import Decided
 
 HOLD_RESOURCE = "sluice.dev/explain-held-head"
 """A resource only the proof snapshot's held head asks for; its queue caps it below use."""
@@ -88,13 +90,14 @@ def read_line(
     result: TickResult,
     order: list[Action] | None = None,
     position: int | None = None,
+    decided: Decided | None = None,
 ) -> Line:
     """The decisions ahead of `action_id` (a pending action of `snapshot`) in `result`.
 
     `result` may come from an earlier snapshot (the service's last tick): admissions
     whose actions are running by now are already in the snapshot as running work.
-    `order`: the snapshot's `global_order`, when the caller has it, and `position`: the
-    action's place in it.
+    `order`: the snapshot's `global_order`, when the caller has it, `position`: the
+    action's place in it, and `decided`: `result`'s decisions by id.
     """
     order = global_order(snapshot) if order is None else order
     if position is None:
@@ -103,10 +106,9 @@ def read_line(
         raise NotFound(f"action {action_id!r} is not queued in the snapshot")
     action = order[position]
     queue = snapshot.queue(action.queue)
-    scheduled = {s.action: s for s in result.scheduled}
-    failed = {f.action for f in result.failed}
-    depth_refused = {w.action for w in result.waiting if w.reason is WaitReason.DEPTH}
-    starts = {e.environment: e for e in result.environments_started}
+    decided = decided or Decided.of(result)
+    scheduled, failed, waiting = decided.scheduled, decided.failed, decided.waiting
+    starts = decided.env_starts
     admitted: list[tuple[Action, ScheduledAction]] = []
     env_starts: dict[str, EnvironmentStart] = {}
     head: Action | None = None
@@ -121,7 +123,12 @@ def read_line(
                 env_starts[env] = starts[env]
         elif ahead.queue == action.queue and ahead.id not in failed:
             # An action past the depth blocks nothing (the tick skips it), so it is no head.
-            if strict and head is None and ahead.id not in depth_refused:
+            refused = waiting.get(ahead.id)
+            if (
+                strict
+                and head is None
+                and (refused is None or refused.reason is not WaitReason.DEPTH)
+            ):
                 head = ahead
             else:
                 dropped += 1
@@ -160,17 +167,27 @@ def _usable_pools(snapshot: Snapshot, line: Line) -> set[tuple[str, str]]:
     }
 
 
-def _spots(action: Action, decision: ScheduledAction | None, line: Line) -> set[tuple[str, str]]:
-    """The (cluster, pool) pairs the work of a running or admitted action occupies."""
+def _occupies(
+    action: Action, decision: ScheduledAction | None, line: Line, pools: set[tuple[str, str]]
+) -> bool:
+    """Whether the work of a running or admitted action sits on one of `pools` ((cluster,
+    pool) pairs). Asked of every running and admitted action ahead of each explained one:
+    it stops at the first hit, and makes no set of its spots."""
+    containers: Sequence[ContainerPlacement]
     if decision is None:
         placement = action.placement
         if placement is None:
-            return set()
-        return {(placement.cluster, c.node_pool) for c in placement.containers}
-    start = line.env_starts.get(action.environment or "")
-    if decision.cluster is None and start is not None:
-        return {(start.cluster, c.node_pool) for c in start.containers}
-    return {(decision.cluster, c.node_pool) for c in decision.containers if decision.cluster}
+            return False
+        cluster, containers = placement.cluster, placement.containers
+    else:
+        start = line.env_starts.get(action.environment or "")
+        if decision.cluster is None and start is not None:
+            cluster, containers = start.cluster, start.containers
+        elif decision.cluster:
+            cluster, containers = decision.cluster, decision.containers
+        else:
+            return False
+    return any((cluster, container.node_pool) in pools for container in containers)
 
 
 def _reduced(snapshot: Snapshot, line: Line, *, fixed: bool) -> Snapshot:
@@ -183,7 +200,7 @@ def _reduced(snapshot: Snapshot, line: Line, *, fixed: bool) -> Snapshot:
     mine = line.action.queue
 
     def touches(action: Action, decision: ScheduledAction | None = None) -> bool:
-        return action.queue == mine or not _spots(action, decision, line).isdisjoint(usable)
+        return action.queue == mine or _occupies(action, decision, line, usable)
 
     decisions = {a.id: d for a, d in line.admitted if touches(a, d)}
     keep_ids = {line.action.id, *decisions}
@@ -312,11 +329,12 @@ def freeze(
     order: list[Action] | None = None,
     kept: CompileCache | None = None,
     position: int | None = None,
+    decided: Decided | None = None,
 ) -> Frozen:
-    """The ledger form: compile the reduced world and place the admissions ahead (`order`
-    and `position` as for `read_line`; `kept`: what earlier explanations of the fleet
-    compiled)."""
-    line = read_line(snapshot, action_id, result, order, position)
+    """The ledger form: compile the reduced world and place the admissions ahead (`order`,
+    `position` and `decided` as for `read_line`; `kept`: what earlier explanations of the
+    fleet compiled)."""
+    line = read_line(snapshot, action_id, result, order, position, decided)
     world = _reduced(snapshot, line, fixed=False)
     problem = compile_snapshot(world, kept)
     plan = Plan(problem)

@@ -33,7 +33,7 @@ from solver.placement.decode import RoomReasons
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal
 from solver.placement.problem import compile_snapshot
-from solver.placement.resume import TickState, first_touched, resume
+from solver.placement.resume import Decided, TickState, first_touched, resume
 from solver.tick import TickOptions
 
 # Replays one explanation may spend, and the time limit of each replayed tick (estimated
@@ -79,11 +79,12 @@ class Replayer:
         self.state = state
         self.action_id = action_id
         self.options = options
-        scheduled = result.scheduled if result else []
-        failed = result.failed if result else []
-        waiting = result.waiting if result else []
-        self.scheduled = {s.action for s in scheduled}
-        self.decided = self.scheduled | {f.action for f in failed} | {w.action for w in waiting}
+        # The tick's state keeps them for every explanation of the result.
+        self.decided = (
+            state.decided(result)
+            if state is not None and result is not None
+            else Decided.of(result)
+        )
         self.replays = 0
         self._line: list[Action] | None = None
 
@@ -163,13 +164,14 @@ class Replayer:
             return stop - start  # too few to matter
         if self.result is None:
             return stop - start
-        before = self.tick_state().undecided_before(self.result, self.decided)
+        before = self.tick_state().undecided_before(self.result)
         return int(before[stop] - before[start])
 
     def refused_ahead(self) -> list[Action]:
         """Actions ahead of this one in the line that the tick did not schedule, in order:
         the ones a change may let in first."""
-        return [a for a in self.order()[: self.position()] if a.id not in self.scheduled]
+        scheduled = self.decided.scheduled
+        return [a for a in self.order()[: self.position()] if a.id not in scheduled]
 
     def position(self) -> int | None:
         """This action's place in `order()`, None if it is not there."""

@@ -38,10 +38,18 @@ def explain_waiting(
     """`replayer` proves the suggestions: it re-runs the tick of `result`."""
     # The worlds of one tick's explanations share its fleet and most of its running work.
     worlds = replayer.state.worlds if replayer.state is not None else None
-    frozen = freeze(snapshot, action_id, result, replayer.order(), worlds, replayer.position())
+    frozen = freeze(
+        snapshot,
+        action_id,
+        result,
+        replayer.order(),
+        worlds,
+        replayer.position(),
+        replayer.decided,
+    )
     model = ExplainModel(frozen)
     words = _Words(model, result)
-    waiting = next((w for w in result.waiting if w.action == action_id), None)
+    waiting = replayer.decided.waiting.get(action_id)
     code = waiting.reason.value if waiting is not None else "queued"
     queue = frozen.line.queue.name
     if model.items and not model.clusters:

@@ -345,6 +345,7 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
         cluster_room=cluster_room,
         pool_cluster=np.array([pool.cluster for pool in pools], dtype=np.int64),
         skipped_pools=skipped,
+        _rows=kept.rows,
     )
 
 
@@ -518,6 +519,9 @@ class CompileCache:
         self._fleet: tuple[object, ...] | None = None
         self._clusters: object = None  # held, so the id in the fleet's key stays its own
         self._items: _ItemMaker | None = None
+        # The compiled rows of the item maker's lists (Problem.fleet): every problem compiled
+        # with this cache shares its lists and demands, so it shares their rows too.
+        self.rows: list[Rows] = []
         self._running: dict[str, tuple[Action, ResourceVector, list[ContainerCharge]]] = {}
         self._seen: dict[str, tuple[Action, ResourceVector, list[ContainerCharge]]] = {}
 
@@ -534,6 +538,7 @@ class CompileCache:
         if self._items is None or fleet != self._fleet:
             self._fleet, self._clusters = fleet, snapshot.clusters
             self._items = _ItemMaker(dims, pools, queues, default_type)
+            self.rows = []
             self._running = {}
         # The same fleet's queues, compiled again for this snapshot.
         self._items.queues = queues

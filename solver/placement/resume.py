@@ -33,7 +33,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.errors import ErrorCode
-from models.result import TickResult, WaitReason
+from models.result import (
+    EnvironmentStart,
+    FailedAction,
+    ScheduledAction,
+    TickResult,
+    WaitingAction,
+    WaitReason,
+)
 from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
 from solver.placement.decide import (
@@ -57,6 +64,33 @@ KEPT_ANSWERS = 1000
 TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
 
 
+@dataclass(frozen=True)
+class Decided:
+    """A tick result's decisions by action id (environment starts by environment): what every
+    explanation of the result looks up, made once for all of them (TickState.decided)."""
+
+    scheduled: dict[str, ScheduledAction]
+    failed: dict[str, FailedAction]
+    waiting: dict[str, WaitingAction]
+    env_starts: dict[str, EnvironmentStart]
+
+    @staticmethod
+    def of(result: TickResult | None) -> Decided:
+        """`result`'s decisions; none without one."""
+        if result is None:
+            return Decided({}, {}, {}, {})
+        return Decided(
+            {s.action: s for s in result.scheduled},
+            {f.action: f for f in result.failed},
+            {w.action: w for w in result.waiting},
+            {e.environment: e for e in result.environments_started},
+        )
+
+    def __contains__(self, action_id: str) -> bool:
+        """Whether the result decided the action (scheduled, failed or left waiting)."""
+        return action_id in self.scheduled or action_id in self.failed or action_id in self.waiting
+
+
 @dataclass
 class TickState:
     """What a tick leaves to resume from: its compiled problem and every decision of it."""
@@ -73,12 +107,20 @@ class TickState:
     _pending: tuple[Snapshot, list[Action]] | None = None
     _proofs: ModelAnswers | None = None
     _undecided: tuple[TickResult, np.ndarray] | None = None
+    _decided: tuple[TickResult, Decided] | None = None
 
-    def undecided_before(self, result: TickResult, decided: set[str]) -> np.ndarray:
-        """Per position of the line, how many actions ahead of it `result` did not decide
-        (`decided`: the ids it did), kept for the last result asked about: the proofs of
-        every explanation of it read it."""
+    def decided(self, result: TickResult) -> Decided:
+        """`result`'s decisions by action id, kept for the last result asked about: every
+        explanation of it looks its action up, and reads the line's decisions ahead of it."""
+        if self._decided is None or self._decided[0] is not result:
+            self._decided = (result, Decided.of(result))
+        return self._decided[1]
+
+    def undecided_before(self, result: TickResult) -> np.ndarray:
+        """Per position of the line, how many actions ahead of it `result` did not decide,
+        kept for the last result asked about: the proofs of every explanation of it read it."""
         if self._undecided is None or self._undecided[0] is not result:
+            decided = self.decided(result)
             undecided = [a.id not in decided for a in self.problem.actions]
             self._undecided = (result, np.concatenate([[0], np.cumsum(undecided)]))
         return self._undecided[1]
