@@ -22,9 +22,10 @@ from solver.placement.best_fit import NO_ROOM
 from solver.placement.failfast import Failure, describe_item
 from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import ActionInfo, Item, Problem
+from solver.placement.room import earlier_sharing
 
 _BUILDER = "the tick's decode"
-# Waiting actions whose places in line are counted together (a block-by-groups matrix each).
+# Pool sets whose packed rows are ANDed with every set's at once, where sets share most pools.
 PLACE_BLOCK = 256
 
 
@@ -109,11 +110,10 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Po
 
     An action ahead could take the capacity one needs when it waits in the same queue (its
     caps and concurrency) or could land in one of the same node pools. So the count ahead is
-    those of its queue, plus those on pools it shares, less those that are both: the middle
-    term counted per distinct set of pools (which sets share a pool is one bitwise test of
-    every pair), the last per queue among that queue's sets, each a block of the line at a
-    time (D210). The cost is numpy's over distinct pool sets, not a
-    loop per action."""
+    those of its queue, plus those on pools it shares, less those that are both: which
+    distinct sets of pools share a pool is marked once (D210, D382), and the last two terms
+    counted down the line and down each queue's part of it in one compiled pass each, every
+    action adding itself to the sets its own shares with (D430)."""
     set_of: dict[tuple[int, ...], int] = {}
     groups: dict[tuple[int, tuple[int, ...]], int] = {}  # (queue, pools per item) -> pool set
     # (queue, a list of items, shared by a queue's actions) -> (the list, its pool set)
@@ -135,15 +135,14 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Po
     uses = np.zeros((len(set_of), max(len(problem.pools), 1)), dtype=np.bool_)
     for pools, s in set_of.items():
         uses[s, list(pools)] = True
-    shares = _sharing(uses)
+    start, sharing = _sharing_lists(_sharing(uses))
     queue_position = np.zeros(len(waiting), dtype=np.int64)
     both = np.zeros(len(waiting), dtype=np.int64)
-    for q in np.unique(queues).tolist():
-        members = np.flatnonzero(queues == q)
+    by_queue = np.argsort(queues, kind="stable")  # each queue's waiting actions in order
+    for members in np.split(by_queue, np.flatnonzero(np.diff(queues[by_queue])) + 1):
         queue_position[members] = np.arange(1, len(members) + 1)
-        local, inverse = np.unique(sets[members], return_inverse=True)
-        both[members] = _earlier_sharing(shares[np.ix_(local, local)], inverse)
-    ahead = (queue_position - 1) + _earlier_sharing(shares, sets) - both
+        both[members] = earlier_sharing(sets[members], start, sharing)
+    ahead = (queue_position - 1) + earlier_sharing(sets, start, sharing) - both
     # Whole columns to Python ints at once: a numpy scalar per waiting action costs more.
     return Positions(queue_position.tolist(), list(range(1, len(waiting) + 1)), ahead.tolist())
 
@@ -184,24 +183,13 @@ def _sharing(uses: np.ndarray) -> np.ndarray:
     return shares
 
 
-def _earlier_sharing(shares: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """For each entry (of pool set `members[k]`), how many earlier entries have a pool set
-    that `shares` marks as sharing with its own: the counts so far per set times the block's
-    rows of `shares`, plus the sharing inside the block."""
-    counted = np.zeros(len(members), dtype=np.int64)
-    # Entries so far, per pool set: counts of waiting actions, far below 2**31.
-    seen = np.zeros(len(shares), dtype=np.int32)
-    for start in range(0, len(members), PLACE_BLOCK):
-        block = members[start : start + PLACE_BLOCK]
-        # The 0/1 bytes as they are: converting each block's rows to doubles cost more than
-        # the product (measured at L: 6.8 against 1.8 ms a block).
-        rows = shares[block].view(np.uint8)
-        inside = np.tril(rows[:, block], -1).sum(axis=1, dtype=np.int64)
-        # einsum's own loop, not BLAS: on a busy machine BLAS threads spin for a product this
-        # small (measured: 20 times the CPU of one thread).
-        counted[start : start + len(block)] = np.einsum("ij,j->i", rows, seen) + inside
-        seen += np.bincount(block, minlength=len(seen)).astype(np.int32)
-    return counted
+def _sharing_lists(shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sets each pool set shares a pool with, as solver.placement.room.earlier_sharing
+    reads them: set s's are `sharing[start[s]:start[s + 1]]`."""
+    rows, sharing = np.nonzero(shares)
+    start = np.zeros(len(shares) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=len(shares)), out=start[1:])
+    return start, sharing.astype(np.int64)
 
 
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:

@@ -1451,3 +1451,24 @@ cdef class Packer:
             if fr[row, d] < rows.request[i * rows.dims + d]:
                 return False
         return True
+
+
+# -- places in line ---------------------------------------------------------------------
+
+def earlier_sharing(const int64_t[::1] members, const int64_t[::1] start, const int64_t[::1] sharing):
+    """For each entry of a stretch of the waiting line (`members[k]`, its pool set's number),
+    how many entries before it have a pool set that shares a pool with its own; the sets that
+    share one with set s are `sharing[start[s]:start[s + 1]]` (s itself among them when it
+    has a pool). Each entry counts itself in every set it shares with, so the work is the
+    sum of the entries' sharing sets, not entries times sets (solver.placement.decode)."""
+    cdef Py_ssize_t k, j, s, n = members.shape[0]
+    counted_array = np.zeros(n, dtype=np.int64)
+    seen_array = np.zeros(max(start.shape[0] - 1, 0), dtype=np.int64)
+    cdef int64_t[::1] counted = counted_array
+    cdef int64_t[::1] seen = seen_array
+    for k in range(n):
+        s = members[k]
+        counted[k] = seen[s]
+        for j in range(start[s], start[s + 1]):
+            seen[sharing[j]] += 1
+    return counted_array
