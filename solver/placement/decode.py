@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import accumulate, pairwise
+from itertools import accumulate, chain, pairwise
 
 import numpy as np
 
@@ -22,11 +22,9 @@ from solver.placement.best_fit import NO_ROOM
 from solver.placement.failfast import Failure, describe_item
 from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import ActionInfo, Item, Problem
-from solver.placement.room import earlier_sharing
+from solver.placement.room import earlier_sharing, sharing_lists
 
 _BUILDER = "the tick's decode"
-# Pool sets whose packed rows are ANDed with every set's at once, where sets share most pools.
-PLACE_BLOCK = 256
 
 
 @dataclass
@@ -111,11 +109,11 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Po
     An action ahead could take the capacity one needs when it waits in the same queue (its
     caps and concurrency) or could land in one of the same node pools. So the count ahead is
     those of its queue, plus those on pools it shares, less those that are both: which
-    distinct sets of pools share a pool is marked once (D210, D382), and the last two terms
+    distinct sets of pools share a pool is listed once (D431), and the last two terms
     counted down the line and down each queue's part of it in one compiled pass each, every
     action adding itself to the sets its own shares with (D430)."""
     set_of: dict[tuple[int, ...], int] = {}
-    groups: dict[tuple[int, tuple[int, ...]], int] = {}  # (queue, pools per item) -> pool set
+    groups: dict[tuple[int, ...], int] = {}  # the pools of each item -> their pool set
     # (queue, a list of items, shared by a queue's actions) -> (the list, its pool set)
     lists: dict[tuple[int, int], tuple[list[Item], int]] = {}
     sets = np.zeros(len(waiting), dtype=np.int64)
@@ -124,7 +122,7 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Po
         items = plan.items_to_place(action)
         known = lists.get((action.queue, id(items)))
         if known is None:
-            key = (action.queue, tuple(id(item.all_pools) for item in items))
+            key = tuple(id(item.all_pools) for item in items)
             s = groups.get(key)
             if s is None:
                 pools = tuple(sorted({p for item in items for p in item.all_pools.tolist()}))
@@ -132,10 +130,7 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Po
             known = lists[(action.queue, id(items))] = (items, s)
         sets[k] = known[1]
         queues[k] = action.queue
-    uses = np.zeros((len(set_of), max(len(problem.pools), 1)), dtype=np.bool_)
-    for pools, s in set_of.items():
-        uses[s, list(pools)] = True
-    start, sharing = _sharing_lists(_sharing(uses))
+    start, sharing = _sharing_lists(list(set_of), len(problem.pools))
     queue_position = np.zeros(len(waiting), dtype=np.int64)
     both = np.zeros(len(waiting), dtype=np.int64)
     by_queue = np.argsort(queues, kind="stable")  # each queue's waiting actions in order
@@ -157,39 +152,19 @@ class Positions:
     ahead_competing: list[int]
 
 
-def _sharing(uses: np.ndarray) -> np.ndarray:
-    """Which pairs of pool sets (rows of 0/1 `uses`) share a pool.
-
-    Pool by pool, the block of the sets that use it is marked (a set uses 8 of L's 300 pools
-    on average, so that is a small part of all pairs); where the pools' blocks would add up
-    to more than every pair's bitwise test, the packed rows are ANDed word by word instead,
-    a block of rows at a time so it never takes more than a block's memory."""
-    shares = np.zeros((len(uses), len(uses)), dtype=np.bool_)
-    packed = np.packbits(uses, axis=1)
-    padding = -packed.shape[1] % 8
-    words = np.pad(packed, ((0, 0), (0, padding))).view(np.uint64)
-    users = uses.sum(axis=0, dtype=np.int64)
-    if int((users * users).sum()) <= len(uses) * len(uses) * words.shape[1]:
-        for p in np.flatnonzero(users).tolist():
-            members = np.flatnonzero(uses[:, p])
-            shares[np.ix_(members, members)] = True
-        return shares
-    for start in range(0, len(words), PLACE_BLOCK):
-        block = words[start : start + PLACE_BLOCK]
-        found = block[:, None, 0] & words[None, :, 0]
-        for w in range(1, words.shape[1]):
-            found |= block[:, None, w] & words[None, :, w]
-        shares[start : start + PLACE_BLOCK] = found != 0
-    return shares
-
-
-def _sharing_lists(shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sets each pool set shares a pool with, as solver.placement.room.earlier_sharing
-    reads them: set s's are `sharing[start[s]:start[s + 1]]`."""
-    rows, sharing = np.nonzero(shares)
-    start = np.zeros(len(shares) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=len(shares)), out=start[1:])
-    return start, sharing.astype(np.int64)
+def _sharing_lists(sets: list[tuple[int, ...]], pools: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pool sets (numbered in order) each set shares a pool with, as
+    solver.placement.room.earlier_sharing reads them: set s's are
+    `sharing[start[s]:start[s + 1]]`. Worked out from each pool's sets (D430)."""
+    lengths = np.array([len(s) for s in sets], dtype=np.int64)
+    set_start = np.zeros(len(sets) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=set_start[1:])
+    set_pools = np.fromiter(chain.from_iterable(sets), np.int64, int(set_start[-1]))
+    owner = np.repeat(np.arange(len(sets), dtype=np.int64), lengths)
+    pool_start = np.zeros(pools + 1, dtype=np.int64)
+    np.cumsum(np.bincount(set_pools, minlength=pools), out=pool_start[1:])
+    pool_sets = owner[np.argsort(set_pools, kind="stable")]
+    return sharing_lists(set_start, set_pools, pool_start, pool_sets)
 
 
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:
