@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import accumulate, pairwise
+from itertools import accumulate, chain, pairwise
 
 import numpy as np
 
@@ -22,10 +22,9 @@ from solver.placement.best_fit import NO_ROOM
 from solver.placement.failfast import Failure, describe_item
 from solver.placement.plan import NodeAssignment, Plan, Refusal
 from solver.placement.problem import ActionInfo, Item, Problem
+from solver.placement.room import earlier_sharing, sharing_lists
 
 _BUILDER = "the tick's decode"
-# Waiting actions whose places in line are counted together (a block-by-groups matrix each).
-PLACE_BLOCK = 256
 
 
 @dataclass
@@ -109,13 +108,12 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Po
 
     An action ahead could take the capacity one needs when it waits in the same queue (its
     caps and concurrency) or could land in one of the same node pools. So the count ahead is
-    those of its queue, plus those on pools it shares, less those that are both: the middle
-    term counted per distinct set of pools (which sets share a pool is one bitwise test of
-    every pair), the last per queue among that queue's sets, each a block of the line at a
-    time (D210). The cost is numpy's over distinct pool sets, not a
-    loop per action."""
+    those of its queue, plus those on pools it shares, less those that are both: which
+    distinct sets of pools share a pool is listed once (D431), and the last two terms
+    counted down the line and down each queue's part of it in one compiled pass each, every
+    action adding itself to the sets its own shares with (D430)."""
     set_of: dict[tuple[int, ...], int] = {}
-    groups: dict[tuple[int, tuple[int, ...]], int] = {}  # (queue, pools per item) -> pool set
+    groups: dict[tuple[int, ...], int] = {}  # the pools of each item -> their pool set
     # (queue, a list of items, shared by a queue's actions) -> (the list, its pool set)
     lists: dict[tuple[int, int], tuple[list[Item], int]] = {}
     sets = np.zeros(len(waiting), dtype=np.int64)
@@ -124,7 +122,7 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Po
         items = plan.items_to_place(action)
         known = lists.get((action.queue, id(items)))
         if known is None:
-            key = (action.queue, tuple(id(item.all_pools) for item in items))
+            key = tuple(id(item.all_pools) for item in items)
             s = groups.get(key)
             if s is None:
                 pools = tuple(sorted({p for item in items for p in item.all_pools.tolist()}))
@@ -132,18 +130,14 @@ def place_in_line(problem: Problem, plan: Plan, waiting: list[ActionInfo]) -> Po
             known = lists[(action.queue, id(items))] = (items, s)
         sets[k] = known[1]
         queues[k] = action.queue
-    uses = np.zeros((len(set_of), max(len(problem.pools), 1)), dtype=np.bool_)
-    for pools, s in set_of.items():
-        uses[s, list(pools)] = True
-    shares = _sharing(uses)
+    start, sharing = _sharing_lists(list(set_of), len(problem.pools))
     queue_position = np.zeros(len(waiting), dtype=np.int64)
     both = np.zeros(len(waiting), dtype=np.int64)
-    for q in np.unique(queues).tolist():
-        members = np.flatnonzero(queues == q)
+    by_queue = np.argsort(queues, kind="stable")  # each queue's waiting actions in order
+    for members in np.split(by_queue, np.flatnonzero(np.diff(queues[by_queue])) + 1):
         queue_position[members] = np.arange(1, len(members) + 1)
-        local, inverse = np.unique(sets[members], return_inverse=True)
-        both[members] = _earlier_sharing(shares[np.ix_(local, local)], inverse)
-    ahead = (queue_position - 1) + _earlier_sharing(shares, sets) - both
+        both[members] = earlier_sharing(sets[members], start, sharing)
+    ahead = (queue_position - 1) + earlier_sharing(sets, start, sharing) - both
     # Whole columns to Python ints at once: a numpy scalar per waiting action costs more.
     return Positions(queue_position.tolist(), list(range(1, len(waiting) + 1)), ahead.tolist())
 
@@ -158,50 +152,19 @@ class Positions:
     ahead_competing: list[int]
 
 
-def _sharing(uses: np.ndarray) -> np.ndarray:
-    """Which pairs of pool sets (rows of 0/1 `uses`) share a pool.
-
-    Pool by pool, the block of the sets that use it is marked (a set uses 8 of L's 300 pools
-    on average, so that is a small part of all pairs); where the pools' blocks would add up
-    to more than every pair's bitwise test, the packed rows are ANDed word by word instead,
-    a block of rows at a time so it never takes more than a block's memory."""
-    shares = np.zeros((len(uses), len(uses)), dtype=np.bool_)
-    packed = np.packbits(uses, axis=1)
-    padding = -packed.shape[1] % 8
-    words = np.pad(packed, ((0, 0), (0, padding))).view(np.uint64)
-    users = uses.sum(axis=0, dtype=np.int64)
-    if int((users * users).sum()) <= len(uses) * len(uses) * words.shape[1]:
-        for p in np.flatnonzero(users).tolist():
-            members = np.flatnonzero(uses[:, p])
-            shares[np.ix_(members, members)] = True
-        return shares
-    for start in range(0, len(words), PLACE_BLOCK):
-        block = words[start : start + PLACE_BLOCK]
-        found = block[:, None, 0] & words[None, :, 0]
-        for w in range(1, words.shape[1]):
-            found |= block[:, None, w] & words[None, :, w]
-        shares[start : start + PLACE_BLOCK] = found != 0
-    return shares
-
-
-def _earlier_sharing(shares: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """For each entry (of pool set `members[k]`), how many earlier entries have a pool set
-    that `shares` marks as sharing with its own: the counts so far per set times the block's
-    rows of `shares`, plus the sharing inside the block."""
-    counted = np.zeros(len(members), dtype=np.int64)
-    # Entries so far, per pool set: counts of waiting actions, far below 2**31.
-    seen = np.zeros(len(shares), dtype=np.int32)
-    for start in range(0, len(members), PLACE_BLOCK):
-        block = members[start : start + PLACE_BLOCK]
-        # The 0/1 bytes as they are: converting each block's rows to doubles cost more than
-        # the product (measured at L: 6.8 against 1.8 ms a block).
-        rows = shares[block].view(np.uint8)
-        inside = np.tril(rows[:, block], -1).sum(axis=1, dtype=np.int64)
-        # einsum's own loop, not BLAS: on a busy machine BLAS threads spin for a product this
-        # small (measured: 20 times the CPU of one thread).
-        counted[start : start + len(block)] = np.einsum("ij,j->i", rows, seen) + inside
-        seen += np.bincount(block, minlength=len(seen)).astype(np.int32)
-    return counted
+def _sharing_lists(sets: list[tuple[int, ...]], pools: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pool sets (numbered in order) each set shares a pool with, as
+    solver.placement.room.earlier_sharing reads them: set s's are
+    `sharing[start[s]:start[s + 1]]`. Worked out from each pool's sets (D430)."""
+    lengths = np.array([len(s) for s in sets], dtype=np.int64)
+    set_start = np.zeros(len(sets) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=set_start[1:])
+    set_pools = np.fromiter(chain.from_iterable(sets), np.int64, int(set_start[-1]))
+    owner = np.repeat(np.arange(len(sets), dtype=np.int64), lengths)
+    pool_start = np.zeros(pools + 1, dtype=np.int64)
+    np.cumsum(np.bincount(set_pools, minlength=pools), out=pool_start[1:])
+    pool_sets = owner[np.argsort(set_pools, kind="stable")]
+    return sharing_lists(set_start, set_pools, pool_start, pool_sets)
 
 
 def _new_node_numbers(problem: Problem, plan: Plan) -> dict[tuple[int, int], int]:

@@ -1451,3 +1451,64 @@ cdef class Packer:
             if fr[row, d] < rows.request[i * rows.dims + d]:
                 return False
         return True
+
+
+# -- places in line ---------------------------------------------------------------------
+
+def sharing_lists(
+    const int64_t[::1] set_start, const int64_t[::1] set_pools,
+    const int64_t[::1] pool_start, const int64_t[::1] pool_sets
+):
+    """For each pool set, the sets that share a pool with it (itself among them when it has
+    a pool), as `earlier_sharing` reads them: (start, sharing), set s's being
+    `sharing[start[s]:start[s + 1]]`. Set s's pools are `set_pools[set_start[s]:set_start[s +
+    1]]`, and pool p's sets `pool_sets[pool_start[p]:pool_start[p + 1]]`; each set walks the
+    sets of its pools, so the work is what the sets share, never sets times sets."""
+    cdef Py_ssize_t sets = set_start.shape[0] - 1, s, i, j, n = 0, fill
+    cdef int64_t p, t
+    start_array = np.zeros(sets + 1, dtype=np.int64)
+    last_array = np.full(sets, -1, dtype=np.int64)  # the set whose list `t` last joined
+    cdef int64_t[::1] start = start_array
+    cdef int64_t[::1] last = last_array
+    for s in range(sets):
+        for i in range(set_start[s], set_start[s + 1]):
+            p = set_pools[i]
+            for j in range(pool_start[p], pool_start[p + 1]):
+                t = pool_sets[j]
+                if last[t] != s:
+                    last[t] = s
+                    n += 1
+        start[s + 1] = n
+    sharing_array = np.zeros(n, dtype=np.int64)
+    cdef int64_t[::1] sharing = sharing_array
+    last[:] = -1
+    for s in range(sets):
+        fill = start[s]
+        for i in range(set_start[s], set_start[s + 1]):
+            p = set_pools[i]
+            for j in range(pool_start[p], pool_start[p + 1]):
+                t = pool_sets[j]
+                if last[t] != s:
+                    last[t] = s
+                    sharing[fill] = t
+                    fill += 1
+    return start_array, sharing_array
+
+
+def earlier_sharing(const int64_t[::1] members, const int64_t[::1] start, const int64_t[::1] sharing):
+    """For each entry of a stretch of the waiting line (`members[k]`, its pool set's number),
+    how many entries before it have a pool set that shares a pool with its own; the sets that
+    share one with set s are `sharing[start[s]:start[s + 1]]` (s itself among them when it
+    has a pool). Each entry counts itself in every set it shares with, so the work is the
+    sum of the entries' sharing sets, not entries times sets (solver.placement.decode)."""
+    cdef Py_ssize_t k, j, s, n = members.shape[0]
+    counted_array = np.zeros(n, dtype=np.int64)
+    seen_array = np.zeros(max(start.shape[0] - 1, 0), dtype=np.int64)
+    cdef int64_t[::1] counted = counted_array
+    cdef int64_t[::1] seen = seen_array
+    for k in range(n):
+        s = members[k]
+        counted[k] = seen[s]
+        for j in range(start[s], start[s + 1]):
+            seen[sharing[j]] += 1
+    return counted_array
