@@ -506,9 +506,7 @@ class QuotaShares:
         **options: Unpack[ShareOptions],
     ) -> JSON:
         """One share's body, for `JobQueues.create(quota_shares=[...])`."""
-        return drop_unset(
-            name=name, capacity_limits=capacity_limits, strategy=strategy, **options
-        )
+        return drop_unset(name=name, capacity_limits=capacity_limits, strategy=strategy, **options)
 
     @staticmethod
     @keywords(ShareOptions)

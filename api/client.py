@@ -624,9 +624,7 @@ class Action(_Tracked):
 
     @staticmethod
     @keywords(Submission)
-    def submit(
-        *, client: SluiceClient | None = None, **submission: Unpack[Submission]
-    ) -> JSON:
+    def submit(*, client: SluiceClient | None = None, **submission: Unpack[Submission]) -> JSON:
         """Queue one action (the keywords of `Action.spec`); raises ResourceExhausted when the
         queue is full, QueueDraining when it is draining."""
         return _client(client).json(Actions.submit(**submission))

@@ -209,9 +209,7 @@ class DemoExecutor:
             self.store.report(record.action.id, ReportedOutcome.STARTED, now)
             low, high = self._run_times.pop(record.action.id, (5.0, 20.0))
             self._finish_at[record.action.id] = clock + self._random.uniform(low, high)
-        running = self.store.list_actions(
-            phase=Phase.RUNNING, listing=Listing(limit=5000)
-        ).items
+        running = self.store.list_actions(phase=Phase.RUNNING, listing=Listing(limit=5000)).items
         self._stop_past_deadline({record.action.id for record in running}, now)
         for record in running:
             action_id = record.action.id

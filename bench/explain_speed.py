@@ -153,8 +153,7 @@ def _table(samples: dict[str, list[Sample]]) -> None:
 
 def _compare(before: dict[str, list[Sample]], after: dict[str, list[Sample]]) -> None:
     click.echo(
-        f"{'group':<34} {'n':>3} {'median ms':>17} {'max ms':>17} {'unproven':>9}"
-        f" {'offered':>9}"
+        f"{'group':<34} {'n':>3} {'median ms':>17} {'max ms':>17} {'unproven':>9} {'offered':>9}"
     )
     for group in sorted(set(before) | set(after)):
         old, new = before.get(group, []), after.get(group, [])

@@ -97,6 +97,7 @@ def main(repeats: int, server: str, time_limit: float) -> None:
     dump_lines = _median(repeats, lambda: result_text(result), time.process_time)
     parse_lines = _median(repeats, lambda: read_result_text(text), time.process_time)
     first, *parts = text.split("\n")
+
     def line_parse(line: str, model: type[TickResult | ResultPart]) -> float:
         return _median(repeats, lambda: model.model_validate_json(line), time.process_time)
 

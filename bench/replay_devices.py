@@ -83,8 +83,7 @@ def _measure(
     click.echo(
         f"  untyped GPUs per model at {at_s / 3600:g} h (most over the replay) / GPUs: "
         + ", ".join(
-            f"{model} {at[model]} ({most[model]}) / {capacity[model]}"
-            for model in sorted(capacity)
+            f"{model} {at[model]} ({most[model]}) / {capacity[model]}" for model in sorted(capacity)
         )
     )
     summary = summarize(result)

@@ -232,10 +232,7 @@ def _measure(server: Server, args: argparse.Namespace) -> None:
             f" CPU of the server's worker processes {workers_s * 1000:.0f} ms a tick"
         )
         ticks, api_s = _api_cpu_per_tick(url, pid, 4 * args.period)
-        print(
-            f"  API process CPU per tick with no requests: {api_s * 1000:.1f} ms"
-            f" ({ticks} ticks)"
-        )
+        print(f"  API process CPU per tick with no requests: {api_s * 1000:.1f} ms ({ticks} ticks)")
         during, outside = asyncio.run(_get_latencies(url, args.seconds))
         p99_during, p99_outside = _p99(during), _p99(outside)
         print(

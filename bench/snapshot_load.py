@@ -46,9 +46,7 @@ from models.snapshot import Snapshot
 
 M = TypeVar("M", bound=BaseModel)
 
-GENERATOR = (
-    FIXTURES / "generators" / "realistic_snapshot.py"
-)
+GENERATOR = FIXTURES / "generators" / "realistic_snapshot.py"
 
 
 def _generator() -> Any:

@@ -47,4 +47,3 @@ class EncodedModels(Mapping[str, M], Generic[M]):
 
     def __len__(self) -> int:
         return len(self.encoded)
-

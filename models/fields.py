@@ -238,6 +238,7 @@ Timestamp = Annotated[
 ]
 """A point in time, within models.limits.EARLIEST..LATEST; a time without a zone is UTC."""
 
+
 def _parse_deadline(value: Any, info: ValidationInfo) -> datetime | timedelta:
     """A time (ISO 8601, a datetime) or a duration from submission (a spelling, a number of
     seconds); one parse, so an error names the field once and says what was expected."""

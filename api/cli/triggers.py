@@ -47,9 +47,7 @@ def trigger_detail(trigger: dict[str, Any]) -> str:
     lines.append("  history:" if history else "  history: no firings yet")
     for firing in history:
         run = f" run {firing['run']}" if firing["run"] else ""
-        lines.append(
-            f"    {firing['scheduled_for']} {firing['outcome']}{run}: {firing['message']}"
-        )
+        lines.append(f"    {firing['scheduled_for']} {firing['outcome']}{run}: {firing['message']}")
     return "\n".join(lines)
 
 

@@ -86,9 +86,7 @@ class TriggerUpdate(Body):
             data["schedule"] = {"cron": self.cron, "every": self.every, "timezone": self.timezone}
         elif self.timezone is not None:
             data["schedule"]["timezone"] = self.timezone
-        data.update(
-            self.model_dump(include={"queue", "actions", "catch_up"}, exclude_none=True)
-        )
+        data.update(self.model_dump(include={"queue", "actions", "catch_up"}, exclude_none=True))
         return to_domain(Trigger, data, ())
 
 

@@ -91,9 +91,7 @@ def patch(
                     a.id for a in base.actions if a.queue == q and any(i.untyped for i in a.items)
                 }
                 found.envs |= {
-                    e.index
-                    for e in base.envs
-                    if e.queue == q and any(i.untyped for i in e.items)
+                    e.index for e in base.envs if e.queue == q and any(i.untyped for i in e.items)
                 }
         elif kind is ChangeKind.ADD_NODES:
             key = (cluster_of[change.cluster or ""], change.node_pool or "")
@@ -278,9 +276,7 @@ def reaches_room(patched: Patched) -> Callable[[ActionInfo], bool]:
     cluster with room added or freed, those compiled again and those of a changed
     environment. For the others a refusal for room stands (solver.placement.resume)."""
     problem = patched.problem
-    routed = {
-        q.index for q in problem.queues if not patched.clusters.isdisjoint(q.clusters)
-    }
+    routed = {q.index for q in problem.queues if not patched.clusters.isdisjoint(q.clusters)}
 
     def reached(action: ActionInfo) -> bool:
         return (

@@ -39,9 +39,9 @@ class RoomBounds:
         pools = problem.pools
         # Per pool and node: room next to the running work (pinned); every node to full scale.
         self.capacity = [np.maximum(pool.room - pool.used, 0) for pool in pools]
-        self.declared = np.array(
-            [pool.room < UNBOUNDED for pool in pools], dtype=bool
-        ).reshape(len(pools), len(problem.dims))
+        self.declared = np.array([pool.room < UNBOUNDED for pool in pools], dtype=bool).reshape(
+            len(pools), len(problem.dims)
+        )
         self.group_of: dict[tuple[int, ...], int] = {}  # eligible pools -> group index
         self.group_pools: list[np.ndarray] = []
         self.requests: list[np.ndarray] = []  # per decided container

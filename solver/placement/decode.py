@@ -418,8 +418,6 @@ class RoomReasons:
         known = self._higher.get(key)
         if known is None:
             top = self.plan.pool_top
-            names = {
-                top[p][1] for p in item.pools[cluster] if p in top and top[p][0] > priority
-            }
+            names = {top[p][1] for p in item.pools[cluster] if p in top and top[p][0] > priority}
             known = self._higher[key] = (item.pools, names)
         return known[1]

@@ -328,8 +328,7 @@ class Plan:
         new.room = self.room.fork()
         new._views()
         new.usage = [
-            QueueUsage(u.held, set(u.runs), new.room.admitted, q)
-            for q, u in enumerate(self.usage)
+            QueueUsage(u.held, set(u.runs), new.room.admitted, q) for q, u in enumerate(self.usage)
         ]
         new.admitted = dict(self.admitted)
         new.env_started = dict(self.env_started)

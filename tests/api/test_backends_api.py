@@ -33,6 +33,7 @@ def _replicas(database: str, tmp_path: Path) -> Iterator[list[Service]]:
             for index in range(count)
         ]
 
+
 def test_an_id_already_stored_is_409_on_every_replica(database: str, tmp_path: Path) -> None:
     """Issue 13: "Submissions stay durable and idempotent on any replica: an id already
     stored is 409 on every replica"."""
@@ -44,9 +45,7 @@ def test_an_id_already_stored_is_409_on_every_replica(database: str, tmp_path: P
             assert replica.ok("GET", "/actions/once")["state"] == "queued"
 
 
-def test_a_queue_cap_holds_whichever_replica_takes_the_work(
-    database: str, tmp_path: Path
-) -> None:
+def test_a_queue_cap_holds_whichever_replica_takes_the_work(database: str, tmp_path: Path) -> None:
     """Seed (queues): a queue's resource caps bound what it runs at once: "max_resources";
     issue 13: "the same behaviour as SQLite in every test that does not name the backend"."""
     with _replicas(database, tmp_path) as replicas:

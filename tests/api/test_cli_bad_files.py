@@ -23,9 +23,7 @@ REALISTIC = FIXTURES / "realistic-snapshot"
 
 
 def _sluice(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SLUICE, *args], capture_output=True, text=True, timeout=120, check=False
-    )
+    return subprocess.run([SLUICE, *args], capture_output=True, text=True, timeout=120, check=False)
 
 
 def _corrupted_snapshot(tmp_path: Path) -> Path:

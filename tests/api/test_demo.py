@@ -72,9 +72,7 @@ def test_demo_loads_the_seed_job_queue_idempotently(svc: Service) -> None:
     load_demo_fleet(store)  # a restart on the same file keeps what is there
     assert [p["name"] for p in svc.ok("GET", "/scheduling-policies")] == ["quota-policy"]
     environments = svc.ok("GET", "/service-environments")
-    assert [(e["name"], e["capacity_limits"]) for e in environments] == [
-        ("sagemaker-g5", {G5: 3})
-    ]
+    assert [(e["name"], e["capacity_limits"]) for e in environments] == [("sagemaker-g5", {G5: 3})]
     queues = svc.ok("GET", "/job-queues")
     assert [q["name"] for q in queues] == [DEMO_JOB_QUEUE]
     queue = svc.ok("GET", f"/job-queues/{DEMO_JOB_QUEUE}")

@@ -290,4 +290,3 @@ def test_hostile_values_in_arrow_tables_give_invalid_argument_or_a_snapshot(
 def test_hostile_values_in_arrow_tables_sweep(tmp_path: Path) -> None:
     """As the quick test above, with more examples."""
     _arrow_run(tmp_path, SWEEP)
-

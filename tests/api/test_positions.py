@@ -33,8 +33,7 @@ def test_a_waiting_action_shows_its_place_in_line(svc: Service) -> None:
     _submit(svc, "o1", "o", "H100:8")  # no H100 left
     svc.tick()
     seen = {
-        action_id: svc.ok("GET", f"/actions/{action_id}")
-        for action_id in ("r1", "r2", "r3", "o1")
+        action_id: svc.ok("GET", f"/actions/{action_id}") for action_id in ("r1", "r2", "r3", "o1")
     }
     places = {
         action_id: (a["queue_position"], a["global_position"], a["ahead_competing"])
@@ -48,9 +47,7 @@ def test_a_waiting_action_shows_its_place_in_line(svc: Service) -> None:
     }
     assert seen["o1"]["waiting_reason"] == "cluster_room"
     assert svc.ok("GET", "/actions/r0")["queue_position"] is None  # scheduled: not in line
-    result = CliRunner().invoke(
-        main, ["get", "action", "o1"], obj=Remote(connection=svc.client())
-    )
+    result = CliRunner().invoke(main, ["get", "action", "o1"], obj=Remote(connection=svc.client()))
     assert "in line: 1 in queue o, 4 in the global order; 2 ahead could take the capacity" in (
         result.stdout
     )

@@ -58,9 +58,7 @@ def test_update_is_partial_and_clears_caps(svc: Service) -> None:
     """Seed: `Queue.update("research", max_resources={})`, `clear_max_gpus=True` and
     `max_accelerators={}` remove the caps; other settings stay."""
     svc.ok("POST", "/queues", RESEARCH, status=201)
-    queue = svc.ok(
-        "PATCH", "/queues/research", {"max_resources": {"cpu": "768", "memory": "6Ti"}}
-    )
+    queue = svc.ok("PATCH", "/queues/research", {"max_resources": {"cpu": "768", "memory": "6Ti"}})
     assert queue["max_resources"] == {"cpu": "768", "memory": "6Ti"}
     assert queue["max_gpus"] == 8 and queue["run_concurrency"] == 100
     queue = svc.ok("PATCH", "/queues/research", {"max_accelerators": {"H100": 64, "T4": 32}})

@@ -85,8 +85,13 @@ MATRIX: list[tuple[str, str, str, Any, str]] = [
     ("GET", "/actions", "/actions", None, "any"),
     ("GET", "/actions/{action_id}", "/actions/mine", None, "any"),
     ("GET", "/actions/{action_id}/explanation", "/actions/mine/explanation", None, "any"),
-    ("POST", "/actions/{action_id}/report", "/actions/mine/report", {"outcome": "started"},
-     "executor"),
+    (
+        "POST",
+        "/actions/{action_id}/report",
+        "/actions/mine/report",
+        {"outcome": "started"},
+        "executor",
+    ),
     ("POST", "/actions/move", "/actions/move", {"ids": ["mine"], "to": "research"}, "queue"),
     (  # a move needs rights on both queues: only an admin has them
         "POST",
@@ -127,8 +132,13 @@ MATRIX: list[tuple[str, str, str, Any, str]] = [
     ),
     ("GET", "/service-environments", "/service-environments", None, "any"),
     ("GET", "/service-environments/{name}", "/service-environments/sagemaker", None, "any"),
-    ("POST", "/job-queues", "/job-queues", {**JOB_QUEUE, "name": "new",
-     "service_environment": "other", "scheduling_policy": "policy"}, "admin"),
+    (
+        "POST",
+        "/job-queues",
+        "/job-queues",
+        {**JOB_QUEUE, "name": "new", "service_environment": "other", "scheduling_policy": "policy"},
+        "admin",
+    ),
     ("GET", "/job-queues", "/job-queues", None, "any"),
     ("GET", "/job-queues/{name}", "/job-queues/research", None, "any"),
     ("PATCH", "/job-queues/{name}", "/job-queues/research", {"state": "ENABLED"}, "admin"),
@@ -140,8 +150,7 @@ MATRIX: list[tuple[str, str, str, Any, str]] = [
         {"in_share_preemption": True},
         "admin",
     ),
-    ("DELETE", "/job-queues/{name}/shares/{share}", "/job-queues/research/shares/t", None,
-     "admin"),
+    ("DELETE", "/job-queues/{name}/shares/{share}", "/job-queues/research/shares/t", None, "admin"),
     ("POST", "/jobs", "/jobs", JOB, "queue"),
     ("GET", "/jobs", "/jobs", None, "any"),
     ("GET", "/jobs/{job_id}", "/jobs/job", None, "any"),
@@ -247,8 +256,9 @@ def test_changing_an_environment_needs_rights_on_its_queue_and_on_the_new_one(
         taken = {"queue": "inference-eval", "replicas": 4, "resources": {"cpu": "8"}}
         response = http.put("/environments/pool", json=taken, headers=_headers("other submitter"))
         assert (response.status_code, response.json()["code"]) == (403, "PERMISSION_DENIED")
-        assert "may not change environment pool, which is on queue research" in (
-            response.json()["message"]
+        assert (
+            "may not change environment pool, which is on queue research"
+            in (response.json()["message"])
         )
         resized = {"queue": "research", "replicas": 4, "resources": {"cpu": "8"}}
         response = http.put("/environments/pool", json=resized, headers=_headers("other submitter"))

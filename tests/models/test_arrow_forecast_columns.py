@@ -57,7 +57,7 @@ def test_the_forecast_columns_round_trip() -> None:
 
 
 def test_a_version_2_snapshot_reads_the_new_columns_as_null() -> None:
-    """ "an older snapshot reads them as null" (models.arrow.schema). """
+    """ "an older snapshot reads them as null" (models.arrow.schema)."""
     tables = snapshot_tables(_snapshot())
     old = {}
     for name, table in tables.items():
@@ -83,8 +83,6 @@ def test_a_queued_action_has_no_start_time() -> None:
     actions = tables["actions"]
     column = actions.schema.get_field_index("started_at")
     started = actions.column("started_at").to_pylist()
-    changed = actions.set_column(
-        column, actions.schema.field(column), [[started[0], started[0]]]
-    )
+    changed = actions.set_column(column, actions.schema.field(column), [[started[0], started[0]]])
     with pytest.raises(InvalidInput, match="started_at: is set for a queued action"):
         snapshot_from_tables({**tables, "actions": changed})

@@ -110,9 +110,9 @@ def test_a_repeated_waiting_id_keeps_every_entry_in_the_text() -> None:
 
 def test_forecasts_kept_encoded_make_the_same_lines() -> None:
     forecasts = {
-        f"w\"é{i}": StartForecast(action=f"w{i}", estimated_start=None, assumption="unknown")
+        f'w"é{i}': StartForecast(action=f"w{i}", estimated_start=None, assumption="unknown")
         for i in range(2 * LINE_ENTRIES + 1)
     }
     encoded = EncodedModels.of(StartForecast, forecasts.items())
     assert forecast_lines(encoded) == forecast_lines(forecasts)
-    assert dict(encoded) == forecasts and "w\"é0" in encoded and "w0" not in encoded
+    assert dict(encoded) == forecasts and 'w"é0' in encoded and "w0" not in encoded

@@ -301,9 +301,7 @@ class Oracle:
             return False
         for size in range(1, len(needs) + 1):
             for group in combinations(needs, size):
-                matching = [
-                    p for p in pools if any(p.offers(n) and p.fits_empty(n) for n in group)
-                ]
+                matching = [p for p in pools if any(p.offers(n) and p.fits_empty(n) for n in group)]
                 wanted: dict[str, int] = defaultdict(int)
                 for need in group:
                     for key, amount in need.resources.items():

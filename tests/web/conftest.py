@@ -21,6 +21,7 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 VIEWER_TOKEN = "viewer-token-0123456789abcdef"
 
+
 @dataclass
 class Fleet:
     server: Server
@@ -51,9 +52,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         )
     )
     auth.chmod(0o600)
-    server = start_server(
-        home / "sluice.db", period_s=0.5, extra=["--demo", "--auth", str(auth)]
-    )
+    server = start_server(home / "sluice.db", period_s=0.5, extra=["--demo", "--auth", str(auth)])
     ARTIFACTS.mkdir(exist_ok=True)
     try:
         yield Fleet(server, ARTIFACTS)

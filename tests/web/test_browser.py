@@ -92,9 +92,7 @@ def test_a_blocked_queue_shows_its_badge_and_explanation(browser: Browser, fleet
     expect(badge).to_contain_text("behind")
     page.click('#fleet tr[data-queue="gang-train"] a')
     page.wait_for_url("**/ui/queues/gang-train")
-    expect(page.locator("#banner .summary")).to_contain_text(
-        "HEAD OF LINE BLOCKED", timeout=60_000
-    )
+    expect(page.locator("#banner .summary")).to_contain_text("HEAD OF LINE BLOCKED", timeout=60_000)
     expect(page.locator("#banner .why li").first).not_to_be_empty(timeout=30_000)
     expect(page.locator("#line tbody tr[data-action]").first).to_be_visible()
     page.screenshot(path=fleet.artifacts / "queue.png", full_page=True)
