@@ -374,6 +374,20 @@ def _lookup(values: pa.Array, keys: pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.index_in(values, value_set=keys), -1), np.int64)
 
 
+def _codes_and_lookups(keys: pa.Array, *values: pa.Array) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The codes of `keys` (as _codes numbers them) and each column of `values` looked up among
+    the keys (as _lookup answers), by one hash pass over all of them, where _codes and a
+    _lookup per column hash the keys once each and every value once."""
+    codes = _codes(pa.concat_arrays([keys, *values]))
+    key_codes = codes[: len(keys)]
+    # Codes count up in order of first appearance, so the keys' codes are 0..known-1 and a
+    # value's code at or above `known` is no key's; a null's -1 reads the last entry too.
+    row_of_code = np.append(np.flatnonzero(_first_seen(key_codes)), -1)
+    known = len(row_of_code) - 1
+    bounds = np.cumsum([len(keys), *map(len, values)]).tolist()
+    return key_codes, [row_of_code[np.minimum(codes[a:b], known)] for a, b in pairwise(bounds)]
+
+
 def _key(*parts: pa.Array) -> pa.Array:
     """A composite key per row (null when a part is null)."""
     return pc.binary_join_element_wise(*parts, _SEP)
@@ -624,7 +638,10 @@ class _Checked:
     def _actions(self) -> None:
         a, env = self.actions, self.environments
         _check_names(a, "id")
-        _check_unique(a, "id", a["id"], "action")
+        ids, (self.container_action, self.placement_action) = _codes_and_lookups(
+            a["id"], self.containers["action"], self.placements["action"]
+        )
+        _check_unique(a, "id", ids, "action")
         _check_reference(a, "queue", _lookup(a["queue"], self.queues["name"]), "queue")
         _check_enum(a, "state", [s.value for s in ActionState])
         _check_times(a, "submitted_at", "deadline", "started_at")
@@ -675,7 +692,6 @@ class _Checked:
     def _containers(self) -> None:
         c, a, e = self.containers, self.actions, self.environments
         _check_exactly_one_owner(c)
-        self.container_action = _lookup(c["action"], a["id"])
         _check_reference(c, "action", self.container_action, "action")
         self.container_env = _lookup(c["environment"], e["name"])
         _check_reference(c, "environment", self.container_env, "environment")
@@ -721,7 +737,7 @@ class _Checked:
     def _placements(self) -> None:
         p, a, e = self.placements, self.actions, self.environments
         _check_exactly_one_owner(p)
-        owner_action = self.placement_action = _lookup(p["action"], a["id"])
+        owner_action = self.placement_action
         _check_reference(p, "action", owner_action, "action")
         owner_env = self.placement_env = _lookup(p["environment"], e["name"])
         _check_reference(p, "environment", owner_env, "environment")
