@@ -705,7 +705,8 @@ class _Checked:
             "name",
             lambda _: "is set for an environment's replica shape (replicas are named replica-N)",
         )
-        names = _pair_codes(self.container_action, _codes(c["name"]))
+        self.container_names = _codes(c["name"])  # also the build's, to find equal containers
+        names = _pair_codes(self.container_action, self.container_names)
         _check_unique(c, "name", names, "container")
         _check_unique(c, "environment", c["environment"], "environment")
         _check_range(c, MAX_ACCELERATORS, "gpu_count")
@@ -916,7 +917,10 @@ def _map_codes(array: pa.Array) -> np.ndarray:
     """The same integer for rows holding the same entries in the same order, different for
     different (as _codes numbers them); a null map counts as an empty one."""
     offsets, keys, items = _map_parts(array)
-    return _run_codes(np.column_stack([_codes(keys), _codes(items)]), offsets)
+    # Items are never null (the checks refuse a null value), so integer ones are their own
+    # codes for this purpose: equal exactly where the items are.
+    item_codes = items.to_numpy() if pa.types.is_int64(items.type) else _codes(items)
+    return _run_codes(np.column_stack([_codes(keys), item_codes]), offsets)
 
 
 def _dicts(array: pa.Array) -> list[dict[str, Any]]:
@@ -946,8 +950,11 @@ def _runs(owners: np.ndarray, size: int) -> tuple[np.ndarray, list[int]]:
     """The rows of each owner 0..size-1 in row order: owner i's are order[bounds[i]:bounds[i + 1]]
     (`order`, `bounds`); rows whose owner is -1 are left out."""
     rows = np.flatnonzero(owners >= 0)
-    order = rows[np.argsort(owners[rows], kind="stable")]
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(owners[rows], minlength=size))])
+    owned = owners[rows]
+    # A table usually lists each owner's rows together, in owner order: no sort needed then.
+    in_order = bool(np.all(owned[1:] >= owned[:-1]))
+    order = rows if in_order else rows[np.argsort(owned, kind="stable")]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(owned, minlength=size))])
     return order, bounds.tolist()
 
 
@@ -1089,8 +1096,11 @@ def _container_lists(t: _Checked) -> list[list[Container]]:
     codes = _run_codes(
         np.column_stack(
             [
-                _map_codes(c[name]) if pa.types.is_map(c[name].type) else _codes(c[name])
-                for name in columns
+                t.container_names,
+                _map_codes(c["resources"]),
+                _codes(c["gpu_count"]),
+                _codes(c["gpu_device"]),
+                _map_codes(c["node_selector"]),
             ]
         )
     )
