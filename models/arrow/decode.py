@@ -274,16 +274,16 @@ def _parsed(
     rows: np.ndarray | None = None,
 ) -> pa.Array:
     """`parse` applied to each distinct value; `rows` maps an element to its table row."""
-    distinct = pc.unique(array.drop_null())
+    encoded = pc.dictionary_encode(array)  # one hash pass finds the values and each row's
     parsed = []
-    for text in distinct.to_pylist():
+    for text in encoded.dictionary.to_pylist():
         try:
             parsed.append(parse(text))
         except InvalidInput as error:
             element = pc.index(array, text).as_py()
             row = element if rows is None else int(rows[element])
             table.fail(row, column, error.message.removeprefix(f"{column}: "))
-    return pc.take(pa.array(parsed, type_), pc.index_in(array, value_set=distinct))
+    return pc.take(pa.array(parsed, type_), encoded.indices)
 
 
 def _devices(
