@@ -13,6 +13,7 @@ Rows count from 0, as in pyarrow and pandas.
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -882,9 +883,15 @@ def _distinct(array: pa.Array, convert: Callable[[pa.Array], Iterable[T]]) -> li
 
     The whole array at once, so that a conversion made of `map` over C functions (the times
     of a line are mostly distinct) makes no Python call per value. A column of nulls only
-    (a line's unused optional fields) is answered without encoding it."""
+    (a line's unused optional fields) is answered without encoding it, and one mostly of
+    nulls by its other rows only, each put in its place by a setter mapped in C."""
     if array.null_count == len(array):
         return [None] * len(array)
+    if array.null_count > len(array) // 2:
+        rows = np.flatnonzero(np.asarray(array.is_valid(), bool)).tolist()
+        spread: list[T | None] = [None] * len(array)
+        deque(map(spread.__setitem__, rows, _distinct(array.take(rows), convert)), maxlen=0)
+        return spread
     encoded = pc.dictionary_encode(array)
     values: list[T | None] = [*convert(encoded.dictionary), None]
     codes = pc.fill_null(encoded.indices, len(values) - 1).to_numpy().tolist()
