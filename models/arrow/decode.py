@@ -272,9 +272,9 @@ def _parsed(
     array: pa.Array,
     parse: Callable[[str], Any],
     type_: pa.DataType = _INT64,
-    rows: np.ndarray | None = None,
+    row_of: Callable[[int], int] | None = None,
 ) -> pa.Array:
-    """`parse` applied to each distinct value; `rows` maps an element to its table row."""
+    """`parse` applied to each distinct value; `row_of` maps an element to its table row."""
     encoded = pc.dictionary_encode(array)  # one hash pass finds the values and each row's
     parsed = []
     for text in encoded.dictionary.to_pylist():
@@ -282,17 +282,17 @@ def _parsed(
             parsed.append(parse(text))
         except InvalidInput as error:
             element = pc.index(array, text).as_py()
-            row = element if rows is None else int(rows[element])
+            row = element if row_of is None else row_of(element)
             table.fail(row, column, error.message.removeprefix(f"{column}: "))
     return pc.take(pa.array(parsed, type_), encoded.indices)
 
 
 def _devices(
-    table: _Table, column: str, array: pa.Array, rows: np.ndarray | None = None
+    table: _Table, column: str, array: pa.Array, row_of: Callable[[int], int] | None = None
 ) -> pa.Array:
     """Any accepted spelling of a device, as its canonical name."""
     return _parsed(
-        table, column, array, lambda text: parse_device(text, column).canonical, pa.string(), rows
+        table, column, array, lambda text: parse_device(text, column).canonical, pa.string(), row_of
     )
 
 
@@ -315,26 +315,30 @@ def _cast_map(table: _Table, field: pa.Field, array: pa.Array, amounts: bool) ->
     if pa.types.is_null(array.type):
         return array.cast(field.type)
     offsets, keys, items = _map_parts(array)
-    rows = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+
+    def row_of(entry: int) -> int:
+        """The row of a map entry; asked only to name a bad one, so not worked out for all."""
+        return int(np.searchsorted(offsets, entry, side="right")) - 1
+
     keys = pc.utf8_trim_whitespace(keys.cast(pa.string()))
     column = field.name
 
     def entry_check(bad: pa.Array, message: Callable[[int], str]) -> None:
         entries = _holds(bad)
         if len(entries):
-            table.fail(int(rows[entries[0]]), column, message(int(entries[0])))
+            table.fail(row_of(int(entries[0])), column, message(int(entries[0])))
 
     entry_check(pc.equal(pc.utf8_length(keys), 0), lambda _: "has an empty key")
     entry_check(items.is_null(), lambda i: f"{keys[i].as_py()} has a null value")
     if (table.name, column) in DEVICE_COLUMNS:
-        keys = _devices(table, column, keys, rows)
+        keys = _devices(table, column, keys, row_of)
     elif amounts:  # resource names as the models spell them
         keys = pc.utf8_lower(keys)
     caps = (table.name, column) in CAP_COLUMNS
     if amounts and _is_text(items.type):
         pairs = pc.binary_join_element_wise(keys, items.cast(pa.string()), _SEP)
         parse = _parse_cap if caps else _parse_pair
-        items = _parsed(table, column, pairs, parse, rows=rows)
+        items = _parsed(table, column, pairs, parse, row_of=row_of)
     else:
         items = items.cast(field.type.item_type)
     if pa.types.is_int64(items.type):
