@@ -885,21 +885,27 @@ def _distinct(array: pa.Array, convert: Callable[[pa.Array], Iterable[T]]) -> li
     """`convert` applied to the array of distinct values (null stays None), each row then
     taking its value's result.
 
-    The whole array at once, so that a conversion made of `map` over C functions (the times
-    of a line are mostly distinct) makes no Python call per value. A column of nulls only
-    (a line's unused optional fields) is answered without encoding it, and one mostly of
-    nulls by its other rows only, each put in its place by a setter mapped in C."""
-    if array.null_count == len(array):
-        return [None] * len(array)
+    The whole array at once, so that a conversion made of `map` over C functions makes no
+    Python call per value. A column mostly of nulls (a line's unused optional fields) is
+    encoded on its other rows only (_with_nulls)."""
     if array.null_count > len(array) // 2:
-        rows = np.flatnonzero(np.asarray(array.is_valid(), bool)).tolist()
-        spread: list[T | None] = [None] * len(array)
-        deque(map(spread.__setitem__, rows, _distinct(array.take(rows), convert)), maxlen=0)
-        return spread
+        return _with_nulls(array, lambda values: _distinct(values, convert))
     encoded = pc.dictionary_encode(array)
     values: list[T | None] = [*convert(encoded.dictionary), None]
     codes = pc.fill_null(encoded.indices, len(values) - 1).to_numpy().tolist()
     return list(map(values.__getitem__, codes))
+
+
+def _with_nulls(array: pa.Array, convert: Callable[[pa.Array], Iterable[T]]) -> list[T | None]:
+    """`convert` applied to the array's values where they are not null, None where they are;
+    each converted value is put in its row by a setter mapped in C."""
+    if array.null_count == 0:
+        return list(convert(array))
+    spread: list[T | None] = [None] * len(array)
+    if array.null_count < len(array):
+        rows = np.flatnonzero(np.asarray(array.is_valid(), bool)).tolist()
+        deque(map(spread.__setitem__, rows, convert(array.take(rows))), maxlen=0)
+    return spread
 
 
 def _per_value(convert: Callable[[Any], T]) -> Callable[[pa.Array], Iterator[T]]:
@@ -914,8 +920,12 @@ def _timedeltas(micros: pa.Array) -> list[timedelta]:
 
 def _times(array: pa.Array) -> list[datetime | None]:
     """A timestamp column's values as aware datetimes (fromtimestamp, with the microseconds
-    put back, costs about twice as much)."""
-    return _distinct(
+    put back, costs about twice as much).
+
+    Row by row, not per distinct value as _distinct does: a line's times are mostly distinct
+    (submissions), so encoding them cost more than it saved (17 against 12 ms for 102,000
+    submission times, 77,000 of them distinct)."""
+    return _with_nulls(
         array.cast(pa.int64()), lambda micros: map(_EPOCH.__add__, _timedeltas(micros))
     )
 
