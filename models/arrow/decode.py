@@ -328,7 +328,7 @@ def _cast_map(table: _Table, field: pa.Field, array: pa.Array, amounts: bool) ->
         if len(entries):
             table.fail(row_of(int(entries[0])), column, message(int(entries[0])))
 
-    entry_check(pc.equal(pc.utf8_length(keys), 0), lambda _: "has an empty key")
+    entry_check(_empty_texts(keys), lambda _: "has an empty key")
     entry_check(items.is_null(), lambda i: f"{keys[i].as_py()} has a null value")
     if (table.name, column) in DEVICE_COLUMNS:
         keys = _devices(table, column, keys, row_of)
@@ -444,7 +444,13 @@ def _check_unique(table: _Table, column: str, keys: pa.Array | np.ndarray, what:
 
 
 def _check_names(table: _Table, column: str) -> None:
-    table.check(pc.equal(pc.utf8_length(table[column]), 0), column, lambda _: "is empty")
+    table.check(_empty_texts(table[column]), column, lambda _: "is empty")
+
+
+def _empty_texts(texts: pa.Array) -> pa.Array:
+    """Where a string is empty: its length in bytes, read off the offsets, where utf8_length
+    would count its characters."""
+    return pc.equal(pc.binary_length(texts), 0)
 
 
 def _check_range(table: _Table, most: int | None, *columns: str, least: int = 0) -> None:
