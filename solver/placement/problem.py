@@ -590,11 +590,9 @@ class _ItemMaker:
         # what their request vector depends on.
         self.lists: dict[tuple, _CompiledList | Exception] = {}
         self.known: dict[tuple[int, int], _Known] = {}
-        # The same by list object, for the snapshot being compiled: a queue's (items,
-        # charge) by (queue, list) and the compiled list by (field, list); each list is held
-        # with its value, so that no other list takes its id while it is a key.
-        self.seen: dict[tuple[int, int], tuple[list[Container], _Known]] = {}
-        self.list_of: dict[tuple[str, int], tuple[list[Container], _CompiledList | Exception]] = {}
+        # The compiled lists of the snapshot being compiled by list object (and field), each
+        # held with its list, so that no other list takes its id while it is a key.
+        self.list_of: dict[int, tuple[list[Container], str, _CompiledList | Exception]] = {}
         self.requests: dict[tuple, _Request] = {}
         self.selectors: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         # Items by (queue, request) shape, the first made of each; and by shape and name.
@@ -616,12 +614,16 @@ class _ItemMaker:
         50,000 actions, 21,599 per queue): each list's checks, request vectors and charge
         are made once, and per queue only its items, shared by every action of it there
         (none is mutated). Snapshots share equal lists among their actions (the Arrow
-        build's 5,871 lists for 102,000 actions): a list object its queue has met costs
-        one lookup by identity, and its fields are read and hashed once per object."""
-        seen = self.seen.get((queue.index, id(containers)))
-        if seen is not None:
-            return seen[1]
-        compiled = self._compiled_list(containers, field_name)
+        build's 5,871 lists for 102,000 actions, D410): a list object met before costs one
+        lookup by identity, then its queue's items by the list's number; its fields are read
+        and hashed once per object."""
+        held = self.list_of.get(id(containers))
+        if held is not None and held[1] == field_name:
+            compiled = held[2]
+        else:
+            compiled = self._compiled_list(containers, field_name)
+            if held is None:
+                self.list_of[id(containers)] = (containers, field_name, compiled)
         if isinstance(compiled, Exception):
             raise compiled.with_traceback(None)  # raised again for each action of the list
         known = self.known.get((queue.index, compiled.number))
@@ -631,29 +633,22 @@ class _ItemMaker:
                 for name, request in zip(compiled.names, compiled.requests, strict=True)
             ]
             known = self.known[(queue.index, compiled.number)] = (items, compiled.demand)
-        self.seen[(queue.index, id(containers))] = (containers, known)
         return known
 
     def forget_lists(self) -> None:
         """Let go of the list objects known by identity once their snapshot is compiled: a
         simulation's snapshots (CompileCache) would pile up in them."""
-        self.seen.clear()
         self.list_of.clear()
 
     def _compiled_list(
         self, containers: list[Container], field_name: str
     ) -> _CompiledList | Exception:
-        """The list compiled (or why it cannot be), found by the list object, else by its
-        containers' fields as they are (a typed and an untyped request of the default type
-        are two keys for the same items)."""
-        held = self.list_of.get((field_name, id(containers)))
-        if held is not None:
-            return held[1]
+        """The list compiled (or why it cannot be), by its containers' fields as they are (a
+        typed and an untyped request of the default type are two keys for the same items)."""
         key = (field_name, *[container.fields() for container in containers])
         compiled = self.lists.get(key)
         if compiled is None:
             compiled = self.lists[key] = self._compile_list(containers, field_name)
-        self.list_of[(field_name, id(containers))] = (containers, compiled)
         return compiled
 
     def _compile_list(
