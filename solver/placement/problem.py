@@ -621,7 +621,7 @@ class _ItemMaker:
         if held is not None and held[1] == field_name:
             compiled = held[2]
         else:
-            compiled = self._compiled_list(containers, field_name)
+            compiled = self._compiled_by_fields(containers, field_name)
             if held is None:
                 self.list_of[id(containers)] = (containers, field_name, compiled)
         if isinstance(compiled, Exception):
@@ -640,7 +640,7 @@ class _ItemMaker:
         simulation's snapshots (CompileCache) would pile up in them."""
         self.list_of.clear()
 
-    def _compiled_list(
+    def _compiled_by_fields(
         self, containers: list[Container], field_name: str
     ) -> _CompiledList | Exception:
         """The list compiled (or why it cannot be), by its containers' fields as they are (a
