@@ -7,6 +7,7 @@ here once (see models.fields); the solver never sees a spelling.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Self, get_args
@@ -217,6 +218,21 @@ class Container(Strict):
     @classmethod
     def _gpu_in_resources(cls, data: Any) -> Any:
         return _lift_gpu(data)
+
+    def fields(self) -> ContainerFields:
+        """Its fields as they are, hashable: equal only for containers equal field by field
+        with their maps in the same order (so one may stand for the other in any output)."""
+        return (
+            self.name,
+            tuple(self.resources.items()),
+            self.gpu,
+            tuple(self.node_selector.items()),
+        )
+
+
+ContainerFields = tuple[
+    str, tuple[tuple[str, int], ...], AcceleratorRequest | None, tuple[tuple[str, str], ...]
+]
 
 
 class ContainerPlacement(Strict):
@@ -431,6 +447,19 @@ class Snapshot(Strict):
             if queue.name == name:
                 return queue
         raise InvalidInput(f"unknown queue {name!r}")
+
+
+def share_equal_containers(actions: Iterable[Action]) -> None:
+    """Give the actions whose lists of containers are equal (`Container.fields`, in order)
+    one list, as the Arrow build does ([D410](docs/decisions.md#d410)): the engine compiles a
+    list object once per queue. For a line being built, before a snapshot holds it: a list is
+    replaced by an equal one, never changed ([D240](docs/decisions.md#d240))."""
+    lists: dict[tuple[ContainerFields, ...], list[Container]] = {}
+    for action in actions:
+        if action.containers:
+            key = tuple([container.fields() for container in action.containers])
+            # Set as validation left it: the list is of validated, equal containers.
+            action.__dict__["containers"] = lists.setdefault(key, action.containers)
 
 
 def cluster_room_message(cluster: str, resource: str) -> str:

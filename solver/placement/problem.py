@@ -329,6 +329,7 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
             )
         actions.append(compiled)
     items.match()
+    items.forget_lists()
     cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
     skipped = sum(len(c.node_pools) for c in snapshot.clusters) - len(pools)
     for pool in pools:
@@ -540,8 +541,9 @@ class CompileCache:
             self._items = _ItemMaker(dims, pools, queues, default_type)
             self.rows = []
             self._running = {}
-        # The same fleet's queues, compiled again for this snapshot.
+        # The same fleet's queues, compiled again for this snapshot, whose lists it meets.
         self._items.queues = queues
+        self._items.forget_lists()
         return self._items
 
     def running(
@@ -584,12 +586,13 @@ class _ItemMaker:
         self.default_type = default_type
         self.matcher = _PoolMatcher(pools, len(dims))
         # Lists of containers by their fields, each compiled once for every queue (or why it
-        # cannot be); a queue's items and charge of a list, by the queue and the fields (one
-        # lookup an action, as when lists were compiled per queue: a line of few repeats,
-        # like the 100,000-action snapshot's, pays nothing for the sharing); and container
-        # shapes by what their request vector depends on.
+        # cannot be); a queue's items and charge of a compiled list; and container shapes by
+        # what their request vector depends on.
         self.lists: dict[tuple, _CompiledList | Exception] = {}
-        self.known: dict[tuple, tuple[list[Item], ResourceVector]] = {}
+        self.known: dict[tuple[int, int], _Known] = {}
+        # The compiled lists of the snapshot being compiled by list object (and field), each
+        # held with its list, so that no other list takes its id while it is a key.
+        self.list_of: dict[int, tuple[list[Container], str, _CompiledList | Exception]] = {}
         self.requests: dict[tuple, _Request] = {}
         self.selectors: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         # Items by (queue, request) shape, the first made of each; and by shape and name.
@@ -610,35 +613,45 @@ class _ItemMaker:
         A line repeats a few hundred lists of containers over all its queues (707 among L's
         50,000 actions, 21,599 per queue): each list's checks, request vectors and charge
         are made once, and per queue only its items, shared by every action of it there
-        (none is mutated)."""
-        # Keyed by the containers' fields as they are: one tuple per container is all an
-        # action of a list its queue has met costs (a typed and an untyped request of the
-        # default type are two keys for the same items).
-        key = (
-            field_name,
-            queue.index,
-            *[
-                (c.name, tuple(c.resources.items()), c.gpu, tuple(c.node_selector.items()))
-                for c in containers
-            ],
-        )
-        known = self.known.get(key)
-        if known is not None:
-            return known
-        list_key = (field_name, *key[2:])
-        compiled = self.lists.get(list_key)
-        if compiled is None:
-            compiled = self.lists[list_key] = self._compiled_list(containers, field_name)
+        (none is mutated). Snapshots share equal lists among their actions (the Arrow
+        build's 5,871 lists for 102,000 actions, D410): a list object met before costs one
+        lookup by identity, then its queue's items by the list's number; its fields are read
+        and hashed once per object."""
+        held = self.list_of.get(id(containers))
+        if held is not None and held[1] == field_name:
+            compiled = held[2]
+        else:
+            compiled = self._compiled_by_fields(containers, field_name)
+            if held is None:
+                self.list_of[id(containers)] = (containers, field_name, compiled)
         if isinstance(compiled, Exception):
             raise compiled.with_traceback(None)  # raised again for each action of the list
-        items = [
-            self._item(name, request, queue.index)
-            for name, request in zip(compiled.names, compiled.requests, strict=True)
-        ]
-        known = self.known[key] = (items, compiled.demand)
+        known = self.known.get((queue.index, compiled.number))
+        if known is None:
+            items = [
+                self._item(name, request, queue.index)
+                for name, request in zip(compiled.names, compiled.requests, strict=True)
+            ]
+            known = self.known[(queue.index, compiled.number)] = (items, compiled.demand)
         return known
 
-    def _compiled_list(
+    def forget_lists(self) -> None:
+        """Let go of the list objects known by identity once their snapshot is compiled: a
+        simulation's snapshots (CompileCache) would pile up in them."""
+        self.list_of.clear()
+
+    def _compiled_by_fields(
+        self, containers: list[Container], field_name: str
+    ) -> _CompiledList | Exception:
+        """The list compiled (or why it cannot be), by its containers' fields as they are (a
+        typed and an untyped request of the default type are two keys for the same items)."""
+        key = (field_name, *[container.fields() for container in containers])
+        compiled = self.lists.get(key)
+        if compiled is None:
+            compiled = self.lists[key] = self._compile_list(containers, field_name)
+        return compiled
+
+    def _compile_list(
         self, containers: list[Container], field_name: str
     ) -> _CompiledList | Exception:
         try:
@@ -647,7 +660,7 @@ class _ItemMaker:
             return error
         requests = [self._request(c) for c in containers]
         return _CompiledList(
-            [c.name for c in containers], requests, _demand(containers, requests)
+            len(self.lists), [c.name for c in containers], requests, _demand(containers, requests)
         )
 
     def _request(self, container: Container) -> _Request:
@@ -721,10 +734,14 @@ class _Request:
     selector: dict[str, str]
 
 
+_Known = tuple[list[Item], ResourceVector]  # a queue's items of a list, and their charge
+
+
 @dataclass(frozen=True, slots=True)
 class _CompiledList:
     """A list of containers compiled for every queue: its names, requests and charge."""
 
+    number: int  # its place among the lists compiled: one per key
     names: list[str]
     requests: list[_Request]
     demand: ResourceVector
