@@ -131,6 +131,11 @@ class TickLoop:
         self._ticked = asyncio.Condition()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()  # the next tick starts now: stopping, or just elected
+        # The epoch of the last tick started. A renewal that finds this replica leading at
+        # another epoch was elected meanwhile; compared with the epoch before the renewal
+        # instead, the start-up tick's own election (made while the renewal waited on the
+        # lease's lock) read as a new one, and a second tick followed at once.
+        self._ticking_epoch: int | None = None
         self._one_at_a_time = asyncio.Lock()  # ticks never overlap, whoever starts them
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # triggers, deadlines
 
@@ -155,11 +160,10 @@ class TickLoop:
         """Renew the lease (or try to take it) a few times a period; while another replica
         leads, pick up each tick it writes back."""
         while True:
-            before = self.leadership.epoch
             epoch = await asyncio.to_thread(self.leadership.hold)
             if epoch is None:
                 await self.follow()
-            elif epoch != before:  # just elected: tick now, not a period from now
+            elif epoch != self._ticking_epoch:  # just elected: tick now, not a period from now
                 self._wake.set()
             await asyncio.sleep(self.leadership.renew_every_s)
 
@@ -251,6 +255,7 @@ class TickLoop:
             if epoch is None:  # another replica leads
                 await self.follow()
                 return None
+            self._ticking_epoch = epoch
             try:
                 answer, solved, write, applied, phases = await self._tick(epoch)
             except LeaseLost as error:
