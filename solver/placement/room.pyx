@@ -1455,6 +1455,27 @@ cdef class Packer:
 
 # -- places in line ---------------------------------------------------------------------
 
+cdef Py_ssize_t _sets_sharing(
+    Py_ssize_t s, const int64_t[::1] set_start, const int64_t[::1] set_pools,
+    const int64_t[::1] pool_start, const int64_t[::1] pool_sets, int64_t[::1] last,
+    int64_t* out
+):
+    """How many sets share a pool with set s, each counted once (`last[t] == s` marks t met);
+    with `out`, they are written there too: the same walk counts, then fills."""
+    cdef Py_ssize_t i, j, n = 0
+    cdef int64_t p, t
+    for i in range(set_start[s], set_start[s + 1]):
+        p = set_pools[i]
+        for j in range(pool_start[p], pool_start[p + 1]):
+            t = pool_sets[j]
+            if last[t] != s:
+                last[t] = s
+                if out != NULL:
+                    out[n] = t
+                n += 1
+    return n
+
+
 def sharing_lists(
     const int64_t[::1] set_start, const int64_t[::1] set_pools,
     const int64_t[::1] pool_start, const int64_t[::1] pool_sets
@@ -1464,34 +1485,21 @@ def sharing_lists(
     `sharing[start[s]:start[s + 1]]`. Set s's pools are `set_pools[set_start[s]:set_start[s +
     1]]`, and pool p's sets `pool_sets[pool_start[p]:pool_start[p + 1]]`; each set walks the
     sets of its pools, so the work is what the sets share, never sets times sets."""
-    cdef Py_ssize_t sets = set_start.shape[0] - 1, s, i, j, n = 0, fill
-    cdef int64_t p, t
+    cdef Py_ssize_t sets = set_start.shape[0] - 1, s
     start_array = np.zeros(sets + 1, dtype=np.int64)
     last_array = np.full(sets, -1, dtype=np.int64)  # the set whose list `t` last joined
     cdef int64_t[::1] start = start_array
     cdef int64_t[::1] last = last_array
     for s in range(sets):
-        for i in range(set_start[s], set_start[s + 1]):
-            p = set_pools[i]
-            for j in range(pool_start[p], pool_start[p + 1]):
-                t = pool_sets[j]
-                if last[t] != s:
-                    last[t] = s
-                    n += 1
-        start[s + 1] = n
-    sharing_array = np.zeros(n, dtype=np.int64)
+        start[s + 1] = start[s] + _sets_sharing(
+            s, set_start, set_pools, pool_start, pool_sets, last, NULL
+        )
+    sharing_array = np.zeros(start[sets], dtype=np.int64)
     cdef int64_t[::1] sharing = sharing_array
     last[:] = -1
     for s in range(sets):
-        fill = start[s]
-        for i in range(set_start[s], set_start[s + 1]):
-            p = set_pools[i]
-            for j in range(pool_start[p], pool_start[p + 1]):
-                t = pool_sets[j]
-                if last[t] != s:
-                    last[t] = s
-                    sharing[fill] = t
-                    fill += 1
+        if start[s + 1] > start[s]:
+            _sets_sharing(s, set_start, set_pools, pool_start, pool_sets, last, &sharing[start[s]])
     return start_array, sharing_array
 
 
