@@ -165,9 +165,6 @@ def test_the_workers_read_the_store_themselves_and_see_a_move(tmp_path: Path) ->
 
 
 def _alive(model: type[object]) -> int:
-    # Collected first: gc.get_objects also lists cyclic garbage not yet collected, which an
-    # earlier test in the same worker may have left (one CI run counted 96 such entries).
-    gc.collect()
     return sum(isinstance(thing, model) for thing in gc.get_objects())
 
 
