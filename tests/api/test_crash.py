@@ -14,7 +14,7 @@ from api.client import Action, FleetConfig, Queue, SluiceClient
 from fixtures.service_fleets import EAST_SMALL
 from models.errors import SluiceError
 from models.quantity import parse_quantity
-from tests.support.service import start_server
+from tests.support.service import every_action, start_server
 
 CPU_CAP, H100_CAP = 16, 8
 
@@ -93,7 +93,7 @@ def test_kill_9_under_load_loses_nothing_and_schedules_nothing_twice(tmp_path: P
         for thread in threads:
             thread.start()
         time.sleep(1.5)
-        before = {a["id"]: a for a in Action.list(limit=10_000, client=admin)}
+        before = {a["id"]: a for a in every_action(admin)}
         time.sleep(0.3)  # keep the load on: the kill lands mid-request
         server.kill9()
         stop.set()
@@ -111,7 +111,7 @@ def test_kill_9_under_load_loses_nothing_and_schedules_nothing_twice(tmp_path: P
         while httpx.get(f"{server.url}/healthz").json()["ticks"] < ticks + 3:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        after = {a["id"]: a for a in Action.list(limit=10_000, client=client)}
+        after = {a["id"]: a for a in every_action(client)}
 
         # Nothing acknowledged is lost.
         assert acknowledged - set(after) == set()

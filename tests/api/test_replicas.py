@@ -22,7 +22,7 @@ from fixtures.service_fleets import EAST_SMALL
 from models.errors import AlreadyExists, SluiceError
 from models.quantity import parse_quantity
 from tests.support.postgres import fresh_schema
-from tests.support.service import Server, start_server
+from tests.support.service import Server, every_action, start_server
 
 PERIOD_S = 2.0  # long enough that a loaded machine's slow first tick still fits in two
 CPU_CAP, H100_CAP = 48, 8  # the queue's caps: well under the fleet, so the caps bind
@@ -229,7 +229,7 @@ def test_kill_9_the_leader_twice_under_load(postgres_database: str, tmp_path: Pa
         load.finish()
     try:
         client = SluiceClient(servers[0].url)
-        stored = Action.list(limit=10_000, client=client)
+        stored = every_action(client)
         ids = Counter(action["id"] for action in stored)
         lost = load.acknowledged - set(ids)
         duplicates = [action_id for action_id, count in ids.items() if count > 1]

@@ -20,8 +20,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.client import SluiceClient
+from api.client import Action, SluiceClient
 from api.config import ServiceSettings, TickWorker
+from api.deps import MAX_PAGE
 from api.tick_work import TickFn
 from fixtures.service_fleets import EAST_SMALL
 from models.snapshot import Cluster
@@ -168,3 +169,15 @@ def sluice(url: str, *args: str, check: bool = True) -> subprocess.CompletedProc
     if check:
         assert done.returncode == 0, done.stderr
     return done
+
+
+def every_action(client: SluiceClient, **where: Any) -> list[dict[str, Any]]:
+    """Every stored action the filter holds, page after page: a listing stops at the API's
+    largest page (api.deps.MAX_PAGE), and a load test can store more than that."""
+    actions: list[dict[str, Any]] = []
+    token = None
+    while True:
+        page, token = Action.page(limit=MAX_PAGE, client=client, page_token=token, **where)
+        actions.extend(page)
+        if token is None:
+            return actions
