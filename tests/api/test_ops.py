@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import time
+from itertools import count
 from pathlib import Path
 
 import pytest
 
+from api.leader import Leadership
 from models.result import TickResult
 from models.snapshot import Snapshot
 from solver import tick
@@ -206,3 +208,30 @@ def test_snapshot_endpoint_streams_the_tick_input_as_arrow(svc: Service) -> None
     snapshot = read_snapshot_stream(response.content)
     assert snapshot.queue("q").max_resources == {"cpu": 8000}
     assert [a.id for a in snapshot.actions] == ["j"]
+
+
+def test_start_up_ticks_once_when_the_lease_renewal_comes_back_late(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service ticks once a period (api.config.ServiceSettings.period_s): one tick at
+    start-up, the next a period later. The lease keeper's first renewal, slow on a loaded
+    machine, comes back after the start-up tick at the epoch that tick was elected at: no new
+    election, so no second tick."""
+    holds = count(1)
+    hold = Leadership.hold
+
+    def second_late(leadership: Leadership) -> int | None:
+        if next(holds) == 2:  # the keeper's, after the start-up tick's own
+            time.sleep(0.5)
+        return hold(leadership)
+
+    monkeypatch.setattr(Leadership, "hold", second_late)
+    ticks = count()
+
+    def counted(snapshot: Snapshot) -> TickResult:
+        next(ticks)
+        return tick(snapshot)
+
+    with service(tmp_path, tick_fn=counted):
+        time.sleep(1.5)
+        assert next(ticks) == 1
