@@ -22,8 +22,10 @@ import numpy as np
 
 from models.explanation import Change, ChangeKind
 from models.snapshot import Action, ActionState, Snapshot
+from solver.placement.connected import joined
 from solver.placement.problem import (
     ActionInfo,
+    Item,
     Problem,
     QueueInfo,
     compile_snapshot,
@@ -40,12 +42,16 @@ class Patched:
     problem: Problem
     queues: set[int]  # queues whose settings or running work changed
     clusters: set[int]  # clusters with room added or freed
+    pools: set[int]  # the pools of `clusters` with room added or freed
     envs: set[int]  # environments whose request changed
     absent: frozenset[int]  # pending actions the change takes out of the line
     actions: set[int]  # pending actions compiled again
     target: int  # the explained action's position in the changed line
     arrived: frozenset[int] = frozenset()  # where a routed action moved to (resume)
     hurts: bool = False  # work finishes: its run may end, and with it a slot (resume)
+    # Pools by component (solver.placement.connected) with the containers compiled again;
+    # None when a pool is added (the line's containers are matched to it again).
+    components: np.ndarray | None = None
 
 
 def patch(
@@ -68,7 +74,7 @@ def patch(
     queue_of = {q.name: q.index for q in base.queues}
     index = base.positions()
     target = base.actions[index[action_id]]
-    found = Patched(base, set(), set(), set(), frozenset(), set(), target.index)
+    found = Patched(base, set(), set(), set(), set(), frozenset(), set(), target.index)
     # Settings are read off the changed snapshot compiled without any work: a few ms. Only a
     # pool added takes running work from there (an environment placed on it); the other
     # changes read settings and full scale, which running work leaves alone.
@@ -101,6 +107,7 @@ def patch(
             used = np.concatenate([pool.used, extra])
             pools[p] = replace(pool, max_nodes=wider.max_nodes, used=used)
             found.clusters.add(pool.cluster)
+            found.pools.add(p)
         elif kind is ChangeKind.ADD_POOL:
             c = cluster_of[change.cluster or ""]
             # After every pool of the tick, so theirs keep their indices; within its cluster
@@ -111,6 +118,7 @@ def patch(
             pools_of_cluster[c] = [*pools_of_cluster[c], p]
             rematch |= {q.index for q in queues if c in q.clusters}
             found.clusters.add(c)
+            found.pools.add(p)
         elif kind in REQUEST_CHANGES or kind is ChangeKind.ROUTE_TO_QUEUE:
             recompile.add(action_id)
             if target.env is not None:
@@ -146,6 +154,11 @@ def patch(
     found.problem = match_pools_again(problem, rematch, upto) if rematch else problem
     if routed:
         _move(state, snapshot, found)
+    if len(pools) == len(base.pools):
+        line = found.problem
+        lists = [line.actions[i].items for i in found.actions]
+        lists += [line.envs[e].items for e in found.envs]
+        found.components = joined(state.pool_components(), lists)
     return found
 
 
@@ -214,8 +227,12 @@ def _finish(
     for i in absent:
         found.queues.add(base.actions[i].queue)
         placement = state.plan.admitted.get(i)
+        env = base.actions[i].env
+        if placement is None and env is not None:
+            placement = state.plan.env_started.get(env)  # it may have started its pool
         if placement is not None:
             found.clusters.add(placement.cluster)
+            found.pools.update(p for p, _ in placement.spots)
     if not running:
         return absent
     held = compile_snapshot(_without_actions(snapshot, [], running))
@@ -226,6 +243,7 @@ def _finish(
             used[: pool.max_nodes] -= pool.used
             pools[p] = replace(was, used=used)
             found.clusters.add(pool.cluster)
+            found.pools.add(p)
     for q, queue in enumerate(held.queues):
         if not queue.running:
             continue
@@ -262,8 +280,8 @@ def _without_actions(
 
 def touches(patched: Patched, target: int) -> Callable[[ActionInfo], bool]:
     """Which actions the change may let in: the target, those of a changed queue, and those
-    whose room or request it changes (`reaches_room`)."""
-    reached = reaches_room(patched)
+    routed to a cluster whose room it changes or whose request it changes (`_routed`)."""
+    reached = _routed(patched)
 
     def touched(action: ActionInfo) -> bool:
         return action.index == target or action.queue in patched.queues or reached(action)
@@ -272,9 +290,45 @@ def touches(patched: Patched, target: int) -> Callable[[ActionInfo], bool]:
 
 
 def reaches_room(patched: Patched) -> Callable[[ActionInfo], bool]:
-    """Which actions the change may give room to or change the request of: those routed to a
-    cluster with room added or freed, those compiled again and those of a changed
-    environment. For the others a refusal for room stands (solver.placement.resume)."""
+    """Which actions the change may give room to or change the request of: those compiled
+    again, those of a changed environment, and those routed to a cluster with room added or
+    freed that have a container whose pools are connected to the pools with that room
+    (solver.placement.connected). For the others a refusal for room stands
+    (solver.placement.resume): their pools have no more room than in the tick."""
+    routed = _routed(patched)
+    components = patched.components
+    if components is None:
+        return routed
+    near = np.isin(components, components[sorted(patched.pools)])
+    envs = patched.problem.envs
+    memo: dict[int, bool] = {}  # by item: equal container lists share their items
+
+    def near_items(items: list[Item]) -> bool:
+        for item in items:
+            known = memo.get(id(item))
+            if known is None:
+                known = memo[id(item)] = bool(near[item.all_pools].any())
+            if known:
+                return True
+        return False
+
+    def reached(action: ActionInfo) -> bool:
+        if not routed(action):
+            return False
+        if action.index in patched.actions or (
+            action.env is not None and action.env in patched.envs
+        ):
+            return True
+        return near_items(action.items) or (
+            action.env is not None and near_items(envs[action.env].items)
+        )
+
+    return reached
+
+
+def _routed(patched: Patched) -> Callable[[ActionInfo], bool]:
+    """The actions routed to a cluster with room added or freed, those compiled again and
+    those of a changed environment."""
     problem = patched.problem
     routed = {q.index for q in problem.queues if not patched.clusters.isdisjoint(q.clusters)}
 

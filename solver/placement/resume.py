@@ -43,6 +43,7 @@ from models.result import (
 )
 from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
+from solver.placement.connected import pool_components
 from solver.placement.decide import (
     Decider,
     ModelAnswer,
@@ -108,6 +109,7 @@ class TickState:
     _proofs: ModelAnswers | None = None
     _undecided: tuple[TickResult, np.ndarray] | None = None
     _decided: tuple[TickResult, Decided] | None = None
+    _components: np.ndarray | None = None
 
     def decided(self, result: TickResult) -> Decided:
         """`result`'s decisions by action id, kept for the last result asked about: every
@@ -124,6 +126,13 @@ class TickState:
             undecided = [a.id not in decided for a in self.problem.actions]
             self._undecided = (result, np.concatenate([[0], np.cumsum(undecided)]))
         return self._undecided[1]
+
+    def pool_components(self) -> np.ndarray:
+        """The tick's pools by the components its containers connect them in
+        (solver.placement.connected), made once for the proofs of all its explanations."""
+        if self._components is None:
+            self._components = pool_components(self.problem)
+        return self._components
 
     def proof_answers(self) -> ModelAnswers:
         """The answers the proofs of this tick's explanations share: the tick's, then
