@@ -14,9 +14,10 @@ the same answer:
   did not, the room is there, and is taken later for many admissions at once (Plan.settle);
 - while nothing the tick admitted has been refused again, a refusal of an action the
   change does not touch stands, and so does a refusal for room of one whose room and
-  request it leaves alone (only its queue's caps or limits raised): the actions admitted
-  ahead of it are a superset of the tick's, and what did not fit with fewer does not fit
-  with more (admissions are downward closed). A strict line whose refused head gets in is
+  request it leaves alone (only its queue's caps or limits raised, or room given only to
+  pools its containers are not connected to: solver.placement.connected): the actions
+  admitted ahead of it are a superset of the tick's, and what did not fit with fewer does
+  not fit with more (admissions are downward closed). A strict line whose refused head gets in is
   touched from there on.
 
 Once something the tick admitted is refused (displaced), neither holds for what follows,
