@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from models.construct import collections_deferred
 from models.errors import InvalidInput
 from models.snapshot import Snapshot
 
@@ -28,7 +29,8 @@ def snapshot_from_dict(data: Any, source: str = "snapshot") -> Snapshot:
     if not isinstance(data, dict):
         raise InvalidInput(f"{source}: expected a mapping with now, queues, clusters and actions")
     try:
-        return Snapshot.model_validate(data)
+        with collections_deferred():  # a snapshot's models live on, and hold no cycle
+            return Snapshot.model_validate(data)
     except ValidationError as error:
         raise InvalidInput(validation_message(error, source)) from None
 
@@ -56,7 +58,10 @@ def read_yaml(path: Path) -> Any:
         return read_json(path)
     text = read_text(path)
     try:
-        return yaml.load(text, Loader=_LOADER)
+        # A large file is hundreds of thousands of new objects and no cycle: collections
+        # started by their count were half the load of the M scenario (1.5 s → 0.76 s).
+        with collections_deferred():
+            return yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as error:
         raise InvalidInput(f"{path}: not valid YAML: {error}") from None
     except RecursionError:

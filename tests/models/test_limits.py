@@ -3,6 +3,7 @@ tables (the HTTP API's are in tests/api/test_limits.py)."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,21 @@ def test_a_deeply_nested_scenario_is_invalid_yaml_with_either_loader(
         monkeypatch.setattr(models.scenario, "_LOADER", loader)
         with pytest.raises(InvalidInput, match=r"deep\.yaml: not valid YAML"):
             load_scenario(path)
+
+
+def test_a_scenario_that_fails_to_load_leaves_the_collector_running(tmp_path: Path) -> None:
+    """Issue 12: "`sluice solve` end to end is at most 1.5× the tick it reports on M." A
+    scenario is parsed and validated with the cyclic collector deferred (its collections were
+    half of the M scenario's YAML load); a file that fails either way leaves it running."""
+    assert gc.isenabled()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("now: [unclosed\n")
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text("now: 2026-01-01T00:00:00Z\nqueues: [{name: q, max_gpus: -1}]\n")
+    for path, problem in ((broken, "not valid YAML"), (invalid, "queues.0")):
+        with pytest.raises(InvalidInput, match=problem):
+            load_scenario(path)
+        assert gc.isenabled()
 
 
 def test_libyaml_reads_scenarios_when_pyyaml_has_it() -> None:
