@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from ortools.sat.python import cp_model, cp_model_helper
+from ortools.sat.python import cp_model_helper
 
 from solver.placement.plan import NodeAssignment, Spot
 from solver.placement.problem import UNBOUNDED, Item, Problem
@@ -321,10 +321,10 @@ class PlacementModel:
         solver.set_parameters(parameters)
         response = solver.solve(self.proto)
         spent = response.deterministic_time
-        if response.status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if response.status in (cp_model_helper.OPTIMAL, cp_model_helper.FEASIBLE):
             values = np.array(response.solution, dtype=np.int64)
             return Feasibility.FEASIBLE, self._placements(values), spent
-        if response.status == cp_model.INFEASIBLE:
+        if response.status == cp_model_helper.INFEASIBLE:
             return Feasibility.INFEASIBLE, [], spent
         return Feasibility.UNKNOWN, [], spent
 

@@ -46,9 +46,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model_helper
+
+if TYPE_CHECKING:
+    # OR-Tools' model API imports pandas (0.2 s at start-up) and only a quota solve needs
+    # it: the solves import it where they build and run a model, not every tick's import.
+    from ortools.sat.python import cp_model
 
 from models.errors import InternalError
 from solver.quota.problem import Candidate, Holder, Pool, QuotaProblem, Slot
@@ -94,6 +99,8 @@ class Decision:
 class QuotaModel:
     def __init__(self, problem: QuotaProblem) -> None:
         self.problem = problem
+        from ortools.sat.python import cp_model
+
         self.model = cp_model.CpModel()
         self.admit: dict[str, cp_model.IntVar] = {}
         self.keep: dict[str, cp_model.IntVar] = {}
@@ -314,6 +321,8 @@ class _Stages:
             self.model.maximize(objective)
         else:
             self.model.minimize(objective)
+        from ortools.sat.python import cp_model
+
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1  # deterministic
         solver.parameters.random_seed = self.budget.seed
@@ -321,13 +330,13 @@ class _Stages:
         status = solver.solve(self.model)
         self.solves += 1
         self.budget.spent += solver.deterministic_time
-        if status in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+        if status in (cp_model_helper.INFEASIBLE, cp_model_helper.MODEL_INVALID):
             # "Admit nothing, preempt every eligible holder" always satisfies the model.
             raise InternalError(f"quota model {solver.status_name(status)}")
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if status not in (cp_model_helper.OPTIMAL, cp_model_helper.FEASIBLE):
             self.budget.limit_hit = self.stopped = True
             return False
-        if status == cp_model.FEASIBLE:
+        if status == cp_model_helper.FEASIBLE:
             self.budget.limit_hit = True
         self.values = {var.index: solver.value(var) for var in self.decisions}
         self.solved = True
