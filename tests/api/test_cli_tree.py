@@ -3,8 +3,6 @@ help loaded or not (issue 17, "CLI polish")."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import click
@@ -12,6 +10,7 @@ import click
 from api.cli.lazy import LazyGroup, load_command, short_help_of
 from api.cli.main import PLACES, SHOWN_DEFAULT_URL, main
 from api.client import DEFAULT_URL
+from tests.support.imports import loaded_after
 
 
 def _walk(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
@@ -47,19 +46,14 @@ def test_placed_commands_load_under_their_names_with_the_help_read_from_source()
 
 def test_sluice_help_imports_no_command_module() -> None:
     """ "command groups imported lazily so `sluice --help` starts fast" """
-    script = (
-        "import sys\n"
+    modules = {t.partition(":")[0] for places in PLACES.values() for _, t in places}
+    modules |= {"bench.cli", "pyarrow", "fastapi", "httpx", "pydantic"}
+    code = (
         "from click.testing import CliRunner\n"
-        "from api.cli.main import main, PLACES\n"
-        "assert CliRunner().invoke(main, ['--help']).exit_code == 0\n"
-        "modules = {t.partition(':')[0] for places in PLACES.values() for _, t in places}\n"
-        "modules |= {'bench.cli', 'pyarrow', 'fastapi', 'httpx', 'pydantic'}\n"
-        "print(sorted(modules & set(sys.modules)))\n"
+        "from api.cli.main import main\n"
+        "assert CliRunner().invoke(main, ['--help']).exit_code == 0"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
-    assert done.stdout.strip() == "[]"
+    assert loaded_after(code, modules) == []
 
 
 def test_the_root_help_shows_the_clients_default_url() -> None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from tests.support.imports import loaded_after
 
 
 def test_the_tick_imports_neither_the_cp_sat_model_api_nor_pandas() -> None:
@@ -11,12 +10,5 @@ def test_the_tick_imports_neither_the_cp_sat_model_api_nor_pandas() -> None:
     measurements below." OR-Tools' model API imports pandas, 0.2 s of every start-up; the
     tick writes its models through `cp_model_helper` and reads CP-SAT's statuses there
     (D436), and a quota solve imports the API when it runs."""
-    script = (
-        "import sys\n"
-        "import api.cli.service, solver\n"
-        "print(sorted({'pandas', 'ortools.sat.python.cp_model'} & set(sys.modules)))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
-    assert done.stdout.strip() == "[]"
+    model_api = ["pandas", "ortools.sat.python.cp_model"]
+    assert loaded_after("import api.cli.service, solver", model_api) == []
