@@ -594,7 +594,9 @@ class _ClusterStep:
             raised = self._raise_device_cap(item)
             if raised:
                 return raised
-        return self._add_pool(item)
+        # A pool of the container's kind without the labels it selects is still worth copying
+        # when the kind is what the cluster lacks: the next round changes the selector.
+        return self._add_pool(item, unlabelled=reason.kind is not ReasonKind.SELECTOR)
 
     def _request_side(self, reason: Reason, item: Item) -> list[tuple[Change, str]]:
         match reason.kind:
@@ -653,13 +655,13 @@ class _ClusterStep:
             )
         ]  # fmt: skip
 
-    def _add_pool(self, item: Item) -> list[tuple[Change, str]]:
-        """Copy a node pool of the fleet with the container's kind of node and labels."""
-        donors = [
-            pool
-            for pool in _labelled(item, _matching(item, self.problem.pools))
-            if self.reasons.capped(item, pool) is None
+    def _add_pool(self, item: Item, unlabelled: bool = False) -> list[tuple[Change, str]]:
+        """Copy a node pool of the fleet with the container's kind of node and labels (or,
+        `unlabelled`, with its kind of node alone when no pool has both)."""
+        kind = [
+            p for p in _matching(item, self.problem.pools) if self.reasons.capped(item, p) is None
         ]
+        donors = _labelled(item, kind) or (kind if unlabelled else [])
         if not donors:
             return []
         # One that fits, the smallest; else the largest (a later round reduces the request).

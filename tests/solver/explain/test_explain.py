@@ -389,3 +389,29 @@ def test_a_cap_raised_for_a_chain_ahead_is_found_from_the_largest_ones_walk() ->
     below = explanation.suggestions[0].changes[0].model_copy(update={"value": 7})
     assert not scheduled(apply_changes(snapshot, "a9", [below]), "a9")
     assert prove(snapshot, result, "a9") == []
+
+
+def test_a_device_the_cluster_lacks_under_a_label_no_pool_of_it_has_is_fixed_in_two_steps() -> None:
+    """Issue 18: "The infeasible side (fixes that make a failed action feasible) gets the same
+    rule: after the change, the action is not INFEASIBLE and the tick runs it or says why it
+    now waits." The queue runs only in `east`, which has no L4; the only L4 pool (in `west`)
+    lacks the label the container selects. No single change fixes it: the pool is copied into
+    `east` and the selector dropped (a random fleet, seed 201 of 600, had no suggestion)."""
+    snapshot = (
+        SnapshotBuilder()
+        .queue("q", clusters=["east"])
+        .cluster("west")
+        .pool("l4", cpu="8", memory="32Gi", accelerator="nvidia_gpu/nvidia-l4", accelerators=2)
+        .cluster("east")
+        .pool("b", cpu="4", memory="32Gi", labels={"tier": "b"})
+        .queued("a", queue="q", gpu="nvidia_gpu/nvidia-l4:1", selector={"tier": "b"})
+        .build()
+    )
+    result = tick(snapshot, OPTIONS)
+    assert [f.action for f in result.failed] == ["a"]
+    explanation = explain(snapshot, "a", result)
+    assert explanation.suggestions[0].message == (
+        "add a node pool l4 like pool west/l4 to cluster east; drop node selector tier=b from"
+        " container main (pool l4): then it runs"
+    )
+    assert prove(snapshot, result, "a") == []
