@@ -295,10 +295,10 @@ def reaches_room(patched: Patched) -> Callable[[ActionInfo], bool]:
     freed that have a container whose pools are connected to the pools with that room
     (solver.placement.connected). For the others a refusal for room stands
     (solver.placement.resume): their pools have no more room than in the tick."""
-    routed = _routed(patched)
     components = patched.components
     if components is None:
-        return routed
+        return _routed(patched)
+    routed = _routed_queues(patched)
     near = np.isin(components, components[sorted(patched.pools)])
     envs = patched.problem.envs
     memo: dict[int, bool] = {}  # by item: equal container lists share their items
@@ -313,12 +313,10 @@ def reaches_room(patched: Patched) -> Callable[[ActionInfo], bool]:
         return False
 
     def reached(action: ActionInfo) -> bool:
-        if not routed(action):
-            return False
-        if action.index in patched.actions or (
-            action.env is not None and action.env in patched.envs
-        ):
+        if _asked_again(patched, action):
             return True
+        if action.queue not in routed:
+            return False
         return near_items(action.items) or (
             action.env is not None and near_items(envs[action.env].items)
         )
@@ -329,14 +327,21 @@ def reaches_room(patched: Patched) -> Callable[[ActionInfo], bool]:
 def _routed(patched: Patched) -> Callable[[ActionInfo], bool]:
     """The actions routed to a cluster with room added or freed, those compiled again and
     those of a changed environment."""
-    problem = patched.problem
-    routed = {q.index for q in problem.queues if not patched.clusters.isdisjoint(q.clusters)}
+    routed = _routed_queues(patched)
 
     def reached(action: ActionInfo) -> bool:
-        return (
-            action.queue in routed
-            or action.index in patched.actions
-            or (action.env is not None and action.env in patched.envs)
-        )
+        return action.queue in routed or _asked_again(patched, action)
 
     return reached
+
+
+def _routed_queues(patched: Patched) -> set[int]:
+    """The queues routed to a cluster with room added or freed."""
+    return {q.index for q in patched.problem.queues if not patched.clusters.isdisjoint(q.clusters)}
+
+
+def _asked_again(patched: Patched, action: ActionInfo) -> bool:
+    """Whether the change compiled the action's request again, or its environment's."""
+    return action.index in patched.actions or (
+        action.env is not None and action.env in patched.envs
+    )
