@@ -213,10 +213,10 @@ def test_snapshot_endpoint_streams_the_tick_input_as_arrow(svc: Service) -> None
 def test_start_up_ticks_once_when_the_lease_renewal_comes_back_late(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The service ticks once a period (api.config.ServiceSettings.period_s): one tick at
-    start-up, the next a period later. The lease keeper's first renewal, slow on a loaded
-    machine, comes back after the start-up tick at the epoch that tick was elected at: no new
-    election, so no second tick."""
+    """Issue 3: "One loop in the server runs the tick on a period (configurable, default a
+    few seconds) ... ticks never overlap." One tick at start-up, the next a period later: the
+    lease keeper's first renewal, slow on a loaded machine, comes back after the start-up
+    tick at the epoch that tick was elected at; no new election, so no second tick."""
     holds = count(1)
     hold = Leadership.hold
 
