@@ -371,18 +371,25 @@ def match_pools_again(problem: Problem, queues: set[int], upto: int | None = Non
     ]
     # Each shape once, all at once: the matcher tests a block of shapes in one numpy call.
     probes: dict[Key, Item] = {}
-    was: dict[Key, np.ndarray] = {}  # the pools the shape matched before
     for owner in owners:
         for item in owner.items:
             shape = key(item, owner.queue)
             if shape not in probes:
                 probes[shape] = replace(item)  # the matcher sets what it finds on the item
-                was[shape] = item.all_pools
     matcher.match([(probe, problem.queues[k[0]]) for k, probe in probes.items()])
-    gained = {k for k, probe in probes.items() if not np.array_equal(probe.all_pools, was[k])}
+    # By item, not by shape: equal shapes may come matched to different numberings (one
+    # compiled again from a snapshot whose added pool sits among its cluster's).
+    stale: dict[int, bool] = {}  # equal container lists share their items
+
+    def matched_otherwise(item: Item, shape: Key) -> bool:
+        known = stale.get(id(item))
+        if known is None:
+            known = stale[id(item)] = item.pools != probes[shape].pools
+        return known
+
     for owner in owners:
         shapes = [key(item, owner.queue) for item in owner.items]
-        if gained.isdisjoint(shapes):
+        if not any(map(matched_otherwise, owner.items, shapes)):
             continue
         items = [
             replace(item, pools=probes[k].pools, all_pools=probes[k].all_pools)
