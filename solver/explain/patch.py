@@ -22,7 +22,7 @@ import numpy as np
 
 from models.explanation import Change, ChangeKind
 from models.snapshot import Action, ActionState, Snapshot
-from solver.placement.connected import joined
+from solver.placement.connected import joined, pool_components
 from solver.placement.problem import (
     ActionInfo,
     Item,
@@ -50,8 +50,11 @@ class Patched:
     arrived: frozenset[int] = frozenset()  # where a routed action moved to (resume)
     hurts: bool = False  # work finishes: its run may end, and with it a slot (resume)
     # Pools by component (solver.placement.connected) with the containers compiled again;
-    # None when a pool is added (the line's containers are matched to it again).
+    # None when a pool is added to a tick of many units (the line is matched to it again).
     components: np.ndarray | None = None
+    # The tick let every placed unit move anywhere (TickState.every_unit_moves): room reaches
+    # work through chains of units, whatever clusters its queue is routed to.
+    anywhere: bool = False
 
 
 def patch(
@@ -154,11 +157,14 @@ def patch(
     found.problem = match_pools_again(problem, rematch, upto) if rematch else problem
     if routed:
         _move(state, snapshot, found)
+    found.anywhere = state.every_unit_moves
     if len(pools) == len(base.pools):
         line = found.problem
         lists = [line.actions[i].items for i in found.actions]
         lists += [line.envs[e].items for e in found.envs]
-        found.components = joined(state.pool_components(), lists)
+        found.components = joined(state.pool_components(), lists, found.anywhere)
+    elif found.anywhere:
+        found.components = pool_components(found.problem, whole_units=True)
     return found
 
 
@@ -279,27 +285,42 @@ def _without_actions(
 
 
 def touches(patched: Patched, target: int) -> Callable[[ActionInfo], bool]:
-    """Which actions the change may let in: the target, those of a changed queue, and those
-    routed to a cluster whose room it changes or whose request it changes (`_routed`)."""
-    reached = _routed(patched)
+    """Which actions the change may let in: the target, those of a changed queue, those
+    routed to a cluster whose room it changes or whose request it changes (`_routed`), and,
+    where every unit may move anywhere, those the room reaches through moved units
+    (`reaches_room`)."""
+    routed = _routed(patched)
+    reached = reaches_room(patched) if patched.anywhere else None
 
     def touched(action: ActionInfo) -> bool:
-        return action.index == target or action.queue in patched.queues or reached(action)
+        return (
+            action.index == target
+            or action.queue in patched.queues
+            or routed(action)
+            or (reached is not None and reached(action))
+        )
 
     return touched
 
 
 def reaches_room(patched: Patched) -> Callable[[ActionInfo], bool]:
     """Which actions the change may give room to or change the request of: those compiled
-    again, those of a changed environment, and those routed to a cluster with room added or
-    freed that have a container whose pools are connected to the pools with that room
-    (solver.placement.connected). For the others a refusal for room stands
-    (solver.placement.resume): their pools have no more room than in the tick."""
+    again, those of a changed environment, and those with a container whose pools are
+    connected (solver.placement.connected) to the pools with room added or freed, or to the
+    pools of work ahead compiled again (which may now land elsewhere). Unless every unit may
+    move anywhere, only actions routed to a cluster with room added or freed count: the
+    tick's checks then move only the units on the action's own nodes. For the others a
+    refusal for room stands (solver.placement.resume): their pools have no more room than
+    in the tick."""
     components = patched.components
     if components is None:
         return _routed(patched)
-    routed = _routed_queues(patched)
-    near = np.isin(components, components[sorted(patched.pools)])
+    routed = None if patched.anywhere else _routed_queues(patched)
+    line = patched.problem
+    moved = [line.actions[i].items for i in patched.actions if i != patched.target]
+    moved += [line.envs[e].items for e in patched.envs]
+    seeds = {p for items in moved for item in items for p in item.all_pools.tolist()}
+    near = np.isin(components, components[sorted(patched.pools | seeds)])
     envs = patched.problem.envs
     memo: dict[int, bool] = {}  # by item: equal container lists share their items
 
@@ -315,7 +336,7 @@ def reaches_room(patched: Patched) -> Callable[[ActionInfo], bool]:
     def reached(action: ActionInfo) -> bool:
         if _asked_again(patched, action):
             return True
-        if action.queue not in routed:
+        if routed is not None and action.queue not in routed:
             return False
         return near_items(action.items) or (
             action.env is not None and near_items(envs[action.env].items)

@@ -591,12 +591,9 @@ class _Ladders:
                 )
                 return [_raised(change, k) for k in range(more + 1)]
             case ChangeKind.ADD_NODES:
-                routed = {
-                    queue.name
-                    for queue in self.snapshot.queues
-                    if queue.clusters is None or change.cluster in queue.clusters
-                }
-                more = min(MOST_EXTRA_NODES, sum(1 for a in self.ahead if a.queue in routed))
+                # Any of them may come in first, routed there or not: the room lets work
+                # routed there move out of the way of the rest.
+                more = min(MOST_EXTRA_NODES, len(self.ahead))
                 return [_raised(change, k) for k in range(more + 1)]
             case ChangeKind.WAIT_FOR_FINISH:
                 return self._finishing(change)

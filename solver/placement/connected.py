@@ -1,4 +1,4 @@
-"""Pools connected by the containers that may use them.
+"""Pools connected by the work that may use them.
 
 Two pools are connected when one container of the line (of a pending action or of an
 environment to start) may use both; a component is a set of pools connected through any
@@ -6,6 +6,14 @@ chain of such containers. Placing work, or moving placed work, only ever shifts 
 between pools one container may use, so room added to, or freed on, some pools can only
 reach a container through the component of those pools: a container whose pools all lie in
 other components has no more room than before (solver.explain.patch.reaches_room).
+
+That holds for a move of one container. Where every placed unit may move anywhere in one
+check (a small tick: solver.placement.decide.EXACT_NEIGHBOURHOOD_UNITS), a move may carry a
+whole unit: its containers share a cluster, so one moved to a pool with room added drags the
+others out of theirs, and the room they leave goes to work of any queue. And a queue whose
+untyped GPUs meet a device cap charges that cap by where they land, so moving one of its
+units lifts the cap for the others. Components `whole_units` join those too: every pool of
+one unit's containers, and every pool of such a queue's units.
 """
 
 from __future__ import annotations
@@ -15,18 +23,29 @@ from collections.abc import Iterable
 import numpy as np
 
 from solver.placement.problem import Item, Problem
+from solver.placement.repair import charges_by_placement
 
 
-def pool_components(problem: Problem) -> np.ndarray:
+def pool_components(problem: Problem, whole_units: bool = False) -> np.ndarray:
     """Each pool's component, named by one of its pools (the line's containers, and the
-    containers of its environments)."""
+    containers of its environments; with `whole_units`, as the module says)."""
     lists = [action.items for action in problem.actions]
     lists += [env.items for env in problem.envs]
-    return joined(np.arange(len(problem.pools), dtype=np.int64), lists)
+    if whole_units:
+        by_queue: dict[int, list[Item]] = {}
+        for unit in [*problem.actions, *problem.envs]:
+            by_queue.setdefault(unit.queue, []).extend(unit.items)
+        lists += [
+            items for q, items in by_queue.items() if charges_by_placement(problem, q, items)
+        ]
+    return joined(np.arange(len(problem.pools), dtype=np.int64), lists, whole_units)
 
 
-def joined(components: np.ndarray, item_lists: Iterable[list[Item]]) -> np.ndarray:
-    """`components` (as pool_components names them) joined by these containers' pools too."""
+def joined(
+    components: np.ndarray, item_lists: Iterable[list[Item]], whole_units: bool = False
+) -> np.ndarray:
+    """`components` (as pool_components names them) joined by these containers' pools too;
+    with `whole_units`, every pool of one list joined."""
     parent = components.tolist()
 
     def root(p: int) -> int:
@@ -35,18 +54,22 @@ def joined(components: np.ndarray, item_lists: Iterable[list[Item]]) -> np.ndarr
             p = parent[p]
         return p
 
+    def join(pools: list[int]) -> None:
+        if len(pools) < 2:
+            return
+        first = root(pools[0])
+        for p in pools[1:]:
+            other = root(p)
+            if other != first:
+                parent[other] = first
+
     seen: set[int] = set()  # equal container lists share their items (compile_snapshot)
     for items in item_lists:
+        if whole_units:
+            join([p for item in items for p in item.all_pools.tolist()])
+            continue
         for item in items:
-            if id(item) in seen:
-                continue
-            seen.add(id(item))
-            pools = item.all_pools.tolist()
-            if len(pools) < 2:
-                continue
-            first = root(pools[0])
-            for p in pools[1:]:
-                other = root(p)
-                if other != first:
-                    parent[other] = first
+            if id(item) not in seen:
+                seen.add(id(item))
+                join(item.all_pools.tolist())
     return np.array([root(p) for p in range(len(parent))], dtype=np.int64)

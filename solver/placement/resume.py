@@ -15,7 +15,8 @@ the same answer:
 - while nothing the tick admitted has been refused again, a refusal of an action the
   change does not touch stands, and so does a refusal for room of one whose room and
   request it leaves alone (only its queue's caps or limits raised, or room given only to
-  pools its containers are not connected to: solver.placement.connected): the actions
+  pools its containers are not connected to: solver.placement.connected; in a tick whose
+  checks let every unit move, work the room reaches counts as touched): the actions
   admitted ahead of it are a superset of the tick's, and what did not fit with fewer does
   not fit with more (admissions are downward closed). A strict line whose refused head gets in is
   touched from there on.
@@ -46,6 +47,7 @@ from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
 from solver.placement.connected import pool_components
 from solver.placement.decide import (
+    EXACT_NEIGHBOURHOOD_UNITS,
     Decider,
     ModelAnswer,
     ModelAnswers,
@@ -128,11 +130,18 @@ class TickState:
             self._undecided = (result, np.concatenate([[0], np.cumsum(undecided)]))
         return self._undecided[1]
 
+    @property
+    def every_unit_moves(self) -> bool:
+        """Whether the tick placed few enough units that each of its checks let every one of
+        them move anywhere (Decider: EXACT_NEIGHBOURHOOD_UNITS): room added anywhere may
+        then reach any work through a chain of moved units (solver.placement.connected)."""
+        return len(self.plan.admitted) + len(self.plan.env_started) <= EXACT_NEIGHBOURHOOD_UNITS
+
     def pool_components(self) -> np.ndarray:
-        """The tick's pools by the components its containers connect them in
+        """The tick's pools by the components its work connects them in
         (solver.placement.connected), made once for the proofs of all its explanations."""
         if self._components is None:
-            self._components = pool_components(self.problem)
+            self._components = pool_components(self.problem, self.every_unit_moves)
         return self._components
 
     def proof_answers(self) -> ModelAnswers:

@@ -415,3 +415,33 @@ def test_a_device_the_cluster_lacks_under_a_label_no_pool_of_it_has_is_fixed_in_
         " container main (pool l4): then it runs"
     )
     assert prove(snapshot, result, "a") == []
+
+
+def test_nodes_added_in_one_cluster_let_in_first_work_routed_only_to_another() -> None:
+    """Issue 18: "if a cap must go to 4 rather than 2 because earlier actions also become
+    admissible, say 4, and name who else the change lets in". A node more in `west` would
+    hold x; but then a9 (free to run anywhere) moves there out of `east`, where a7, routed
+    only to `east` and ahead of x, gets in first and x still waits. Two nodes more let both
+    in. (A proof used to keep a7's refusal for room, its queue not being routed to `west`.)"""
+    snapshot = (
+        SnapshotBuilder()
+        .queue("anywhere", scheduling="greedy_capacity")
+        .queue("east-only", clusters=["east"])
+        .cluster("east")
+        .pool("cpu", cpu="8", memory="32Gi", max_nodes=1)
+        .cluster("west")
+        .pool("cpu", cpu="8", memory="32Gi", max_nodes=1)
+        .running("held", queue="east-only", cpu="6", on=("west", "cpu", 0))
+        .queued("a9", queue="anywhere", cpu="4")
+        .queued("a7", queue="east-only", cpu="6")
+        .queued("x", queue="anywhere", cpu="5")
+        .build()
+    )
+    result = tick(snapshot, OPTIONS)
+    assert [s.action for s in result.scheduled] == ["a9"]
+    explanation = explain(snapshot, "x", result)
+    assert [s.message for s in explanation.suggestions] == [
+        "raise max_nodes of pool cpu in cluster west from 1 to 3: then a7 and x run"
+    ]
+    assert prove(snapshot, result, "x") == []
+
