@@ -33,11 +33,10 @@ def pool_components(problem: Problem, whole_units: bool = False) -> np.ndarray:
     lists += [env.items for env in problem.envs]
     if whole_units:
         by_queue: dict[int, list[Item]] = {}
-        for unit in [*problem.actions, *problem.envs]:
-            by_queue.setdefault(unit.queue, []).extend(unit.items)
-        lists += [
-            items for q, items in by_queue.items() if charges_by_placement(problem, q, items)
-        ]
+        for queue, items in [*((a.queue, a.items) for a in problem.actions),
+                             *((e.queue, e.items) for e in problem.envs)]:  # fmt: skip
+            by_queue.setdefault(queue, []).extend(items)
+        lists += [items for q, items in by_queue.items() if charges_by_placement(problem, q, items)]
     return joined(np.arange(len(problem.pools), dtype=np.int64), lists, whole_units)
 
 

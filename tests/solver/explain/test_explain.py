@@ -444,4 +444,3 @@ def test_nodes_added_in_one_cluster_let_in_first_work_routed_only_to_another() -
         "raise max_nodes of pool cpu in cluster west from 1 to 3: then a7 and x run"
     ]
     assert prove(snapshot, result, "x") == []
-

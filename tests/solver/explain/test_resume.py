@@ -333,4 +333,3 @@ def test_room_added_to_a_pool_reaches_only_work_that_may_use_a_pool_connected_to
     assert [s.action for s in whole.scheduled] == ["t4-wait"]
     assert set(resumed.plan.admitted) == {t4_wait.index}
     assert resumed.refusals[cpu_wait.index] == state.refusals[cpu_wait.index]
-
