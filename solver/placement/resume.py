@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.errors import ErrorCode
+from models.resources import ResourceKind
 from models.result import (
     EnvironmentStart,
     FailedAction,
@@ -56,8 +57,9 @@ from solver.placement.decide import (
     placement_in,
 )
 from solver.placement.failfast import Failure, fail_fast
-from solver.placement.plan import Plan, Refusal, Spot
-from solver.placement.problem import ActionInfo, CompileCache, Problem
+from solver.placement.plan import NodeAssignment, Plan, Refusal, Spot
+from solver.placement.problem import ActionInfo, CompileCache, Item, Problem
+from solver.placement.repair import charges_by_placement
 
 ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
 # Placement models the proofs of one tick's explanations keep (their answers are keyed by
@@ -396,6 +398,8 @@ def _admit_where_it_was(
             return False  # it would start a pool the tick did not start for it
         ledger.admit(action, None)
         return True
+    if _lands_over_a_device_cap(ledger, action, items, placement):
+        return False
     if (
         dirty is not None
         and action.env is None  # whether it starts its pool depends on the walk
@@ -415,6 +419,25 @@ def _admit_where_it_was(
         taken[spot] = left
     ledger.admit(action, placement)
     return True
+
+
+def _lands_over_a_device_cap(
+    ledger: Plan, action: ActionInfo, items: list[Item], placement: NodeAssignment
+) -> bool:
+    """Whether the untyped GPUs of `items`, landing where the tick put them, break a device
+    cap of the action's queue: work the walk let in ahead may have landed on that device too
+    (caps checked without a placement count only typed requests)."""
+    problem = ledger.problem
+    if not charges_by_placement(problem, action.queue, items):
+        return False
+    caps = problem.queues[action.queue].caps.of_kind(ResourceKind.DEVICE)
+    landed: dict[str, int] = {}
+    for item, (p, _) in zip(items, placement.spots, strict=True):
+        device = problem.pools[p].device
+        if item.untyped and device in caps:
+            landed[device] = landed.get(device, 0) + item.gpus
+    held, charge = ledger.usage[action.queue].held, ledger.charge_of(action)
+    return any(held.amount(d) + charge.amount(d) + n > caps[d] for d, n in landed.items())
 
 
 def _spots(ledger: Plan, action: ActionInfo) -> set[Spot]:

@@ -333,3 +333,39 @@ def test_room_added_to_a_pool_reaches_only_work_that_may_use_a_pool_connected_to
     assert [s.action for s in whole.scheduled] == ["t4-wait"]
     assert set(resumed.plan.admitted) == {t4_wait.index}
     assert resumed.refusals[cpu_wait.index] == state.refusals[cpu_wait.index]
+
+
+def test_an_admission_whose_untyped_gpus_would_break_a_device_cap_where_it_was_moves() -> None:
+    """The resumed line decides what a whole tick of the changed snapshot does. With the CPU
+    cap raised, x comes in and its untyped GPUs land on the L4s up to the queue's L4 cap, so
+    y (on an L4 in the tick) must take a T4, which z, in another queue, needed. Re-admitting
+    y where the tick put it would break the L4 cap and keep z (dozen 3482 of the random
+    fleets: an environment started on a copied L4 pool)."""
+    snapshot = (
+        SnapshotBuilder()
+        .queue("capped", max_resources={"cpu": "4"}, max_accelerators={"nvidia_gpu/nvidia-l4": 2})
+        .queue("other")
+        .cluster("east")
+        .pool("l4", cpu="32", memory="128Gi", accelerator="nvidia_gpu/nvidia-l4", accelerators=4)
+        .pool("t4", cpu="32", memory="128Gi", accelerator="nvidia_gpu/nvidia-t4", accelerators=2)
+        .queued("x", queue="capped", cpu="8", gpu=2)
+        .queued("y", queue="capped", cpu="1", gpu=1)
+        .queued("z", queue="other", cpu="1", gpu="nvidia_gpu/nvidia-t4:2")
+        .build()
+    )
+    result, state = tick_with_state(snapshot, OPTIONS)
+    assert [(s.action, s.containers[0].node_pool) for s in result.scheduled] == [
+        ("y", "l4"),
+        ("z", "t4"),
+    ]
+    more = Change(kind=ChangeKind.RAISE_CAP, queue="capped", resource="cpu", value=16_000)
+    changed = apply_changes(snapshot, "z", [more])
+    whole = tick(changed, OPTIONS)
+    assert [(s.action, s.containers[0].node_pool) for s in whole.scheduled] == [
+        ("x", "l4"),
+        ("y", "t4"),
+    ]
+    patched = patch(state, snapshot, changed, "z", [more])
+    resumed = _resumed(state, patched, None)
+    line = patched.problem.actions
+    assert sorted(line[i].id for i in resumed.plan.admitted) == ["x", "y"]
