@@ -585,7 +585,9 @@ class _ClusterStep:
                 fix = first(reason, item) or second(reason, item)
             if not fix:
                 return []
-            changes += fix
+            # Containers of one kind (an environment's replicas) ask for the same copy: made
+            # once, a later round grows it if they need more of it than one node.
+            changes += [change for change in fix if change not in changes]
         return changes
 
     def _settings_side(self, reason: Reason, item: Item) -> list[tuple[Change, str]]:

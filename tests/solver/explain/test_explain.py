@@ -444,3 +444,27 @@ def test_nodes_added_in_one_cluster_let_in_first_work_routed_only_to_another() -
         "raise max_nodes of pool cpu in cluster west from 1 to 3: then a7 and x run"
     ]
     assert prove(snapshot, result, "x") == []
+
+
+def test_replicas_that_lack_the_same_kind_of_node_copy_one_pool() -> None:
+    """Issue 18: "The infeasible side (fixes that make a failed action feasible) gets the same
+    rule". Both replicas of the environment need an NVIDIA node `east` lacks: the fix copies
+    the pool once (it used to say so twice, and to add two pools of one name)."""
+    snapshot = (
+        SnapshotBuilder()
+        .queue("q", clusters=["east"])
+        .cluster("west")
+        .pool("l4", cpu="8", memory="32Gi", accelerator="nvidia_gpu/nvidia-l4", accelerators=4)
+        .cluster("east")
+        .pool("cpu", cpu="8", memory="32Gi")
+        .environment("e", queue="q", replicas=2, cpu="1", gpu=2)
+        .queued("a", queue="q", environment="e")
+        .build()
+    )
+    result = tick(snapshot, OPTIONS)
+    assert [f.action for f in result.failed] == ["a"]
+    explanation = explain(snapshot, "a", result)
+    assert [s.message for s in explanation.suggestions] == [
+        "add a node pool l4 like pool west/l4 to cluster east: then it runs"
+    ]
+    assert prove(snapshot, result, "a") == []
