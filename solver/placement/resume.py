@@ -59,7 +59,6 @@ from solver.placement.decide import (
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import NodeAssignment, Plan, Refusal, Spot
 from solver.placement.problem import ActionInfo, CompileCache, Item, Problem
-from solver.placement.repair import charges_by_placement
 
 ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
 # Placement models the proofs of one tick's explanations keep (their answers are keyed by
@@ -272,6 +271,9 @@ def resume(
             heads.setdefault(line.actions[i].queue, i)
     refusals: dict[int, Refusal] = {}
     shapes = NoRoomMemo()
+    device_caps = {
+        q.index: caps for q in line.queues if (caps := q.caps.of_kind(ResourceKind.DEVICE))
+    }
     # Nodes with less room than the tick left them at this point of the line: where the walk
     # placed what the tick did not (None once the model has moved work: anywhere).
     dirty: set[Spot] | None = set()
@@ -300,7 +302,7 @@ def resume(
         elif (
             before
             and action.queue not in heads
-            and _admit_where_it_was(state, ledger, action, dirty, compiled)
+            and _admit_where_it_was(state, ledger, action, dirty, compiled, device_caps)
         ):
             if refused_for_sure(action):
                 break
@@ -382,8 +384,10 @@ def _admit_where_it_was(
     action: ActionInfo,
     dirty: set[Spot] | None,
     compiled: frozenset[int],
+    device_caps: dict[int, dict[str, int]],
 ) -> bool:
-    """Admit one of the tick's admissions where the tick put it, if that still holds.
+    """Admit one of the tick's admissions where the tick put it, if that still holds
+    (`device_caps`: the line's by queue, of the queues that have any).
 
     On nodes where the walk placed nothing the tick did not, the tick's admissions ahead
     hold no more room than in the tick, so one that fitted there then fits now: its room is
@@ -398,7 +402,8 @@ def _admit_where_it_was(
             return False  # it would start a pool the tick did not start for it
         ledger.admit(action, None)
         return True
-    if _lands_over_a_device_cap(ledger, action, items, placement):
+    caps = device_caps.get(action.queue)
+    if caps is not None and _lands_over(ledger, action, items, placement, caps):
         return False
     if (
         dirty is not None
@@ -421,21 +426,24 @@ def _admit_where_it_was(
     return True
 
 
-def _lands_over_a_device_cap(
-    ledger: Plan, action: ActionInfo, items: list[Item], placement: NodeAssignment
+def _lands_over(
+    ledger: Plan,
+    action: ActionInfo,
+    items: list[Item],
+    placement: NodeAssignment,
+    caps: dict[str, int],
 ) -> bool:
-    """Whether the untyped GPUs of `items`, landing where the tick put them, break a device
-    cap of the action's queue: work the walk let in ahead may have landed on that device too
-    (caps checked without a placement count only typed requests)."""
-    problem = ledger.problem
-    if not charges_by_placement(problem, action.queue, items):
-        return False
-    caps = problem.queues[action.queue].caps.of_kind(ResourceKind.DEVICE)
+    """Whether the untyped GPUs of `items`, landing where the tick put them, break one of
+    the action's queue's device `caps`: work the walk let in ahead may have landed on that
+    device too (caps checked without a placement count only typed requests)."""
     landed: dict[str, int] = {}
     for item, (p, _) in zip(items, placement.spots, strict=True):
-        device = problem.pools[p].device
-        if item.untyped and device in caps:
-            landed[device] = landed.get(device, 0) + item.gpus
+        if item.untyped:
+            device = ledger.problem.pools[p].device
+            if device in caps:
+                landed[device] = landed.get(device, 0) + item.gpus
+    if not landed:
+        return False
     held, charge = ledger.usage[action.queue].held, ledger.charge_of(action)
     return any(held.amount(d) + charge.amount(d) + n > caps[d] for d, n in landed.items())
 
