@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -49,9 +49,9 @@ class Patched:
     target: int  # the explained action's position in the changed line
     arrived: frozenset[int] = frozenset()  # where a routed action moved to (resume)
     hurts: bool = False  # work finishes: its run may end, and with it a slot (resume)
-    # Pools by component (solver.placement.connected) with the containers compiled again;
-    # None when a pool is added to a tick of many units (the line is matched to it again).
-    components: np.ndarray | None = None
+    # Pools by component (solver.placement.connected) with the containers compiled again
+    # or matched again to a pool added.
+    components: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # The tick let every placed unit move anywhere (TickState.every_unit_moves): room reaches
     # work through chains of units, whatever clusters its queue is routed to.
     anywhere: bool = False
@@ -158,13 +158,18 @@ def patch(
     if routed:
         _move(state, snapshot, found)
     found.anywhere = state.every_unit_moves
-    if len(pools) == len(base.pools):
-        line = found.problem
+    line = found.problem
+    if found.anywhere and len(pools) > len(base.pools):
+        found.components = pool_components(line, whole_units=True)
+    else:
+        # A pool added starts as a component of its own, joined by the containers matched
+        # to it again (and those compiled again).
+        added_pools = np.arange(len(base.pools), len(pools), dtype=np.int64)
+        components = np.concatenate([state.pool_components(), added_pools])
         lists = [line.actions[i].items for i in found.actions]
-        lists += [line.envs[e].items for e in found.envs]
-        found.components = joined(state.pool_components(), lists, found.anywhere)
-    elif found.anywhere:
-        found.components = pool_components(found.problem, whole_units=True)
+        lists += [a.items for a in line.actions[:upto] if a.queue in rematch]
+        lists += [env.items for env in line.envs if env.index in found.envs or env.queue in rematch]
+        found.components = joined(components, lists, found.anywhere)
     return found
 
 
@@ -313,8 +318,6 @@ def reaches_room(patched: Patched) -> Callable[[ActionInfo], bool]:
     refusal for room stands (solver.placement.resume): their pools have no more room than
     in the tick."""
     components = patched.components
-    if components is None:
-        return _routed(patched)
     routed = None if patched.anywhere else _routed_queues(patched)
     line = patched.problem
     moved = [line.actions[i].items for i in patched.actions if i != patched.target]

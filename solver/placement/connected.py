@@ -62,13 +62,14 @@ def joined(
             if other != first:
                 parent[other] = first
 
-    seen: set[int] = set()  # equal container lists share their items (compile_snapshot)
+    # Containers of one shape share their pools' array (compile_snapshot, match_pools_again).
+    seen: set[int] = set()
     for items in item_lists:
         if whole_units:
             join([p for item in items for p in item.all_pools.tolist()])
             continue
         for item in items:
-            if id(item) not in seen:
-                seen.add(id(item))
+            if id(item.all_pools) not in seen:
+                seen.add(id(item.all_pools))
                 join(item.all_pools.tolist())
     return np.array([root(p) for p in range(len(parent))], dtype=np.int64)

@@ -359,9 +359,15 @@ def match_pools_again(problem: Problem, queues: set[int], upto: int | None = Non
     # What matching reads of a container (and its queue): equal keys, equal pools.
     Key = tuple[int, bytes, str | None, int, tuple[tuple[str, str], ...]]
 
+    keys: dict[tuple[int, int], Key] = {}  # by item object: the line's actions share them
+
     def key(item: Item, queue: int) -> Key:
-        selector = tuple(sorted(item.selector.items()))
-        return (queue, item.request.tobytes(), item.device, item.gpus, selector)
+        known = keys.get((id(item), queue))
+        if known is None:
+            selector = tuple(sorted(item.selector.items()))
+            known = (queue, item.request.tobytes(), item.device, item.gpus, selector)
+            keys[(id(item), queue)] = known
+        return known
 
     actions = list(problem.actions)
     envs = list(problem.envs)
@@ -377,24 +383,27 @@ def match_pools_again(problem: Problem, queues: set[int], upto: int | None = Non
             if shape not in probes:
                 probes[shape] = replace(item)  # the matcher sets what it finds on the item
     matcher.match([(probe, problem.queues[k[0]]) for k, probe in probes.items()])
-    # By item, not by shape: equal shapes may come matched to different numberings (one
-    # compiled again from a snapshot whose added pool sits among its cluster's).
-    stale: dict[int, bool] = {}  # equal container lists share their items
-
-    def matched_otherwise(item: Item, shape: Key) -> bool:
-        known = stale.get(id(item))
-        if known is None:
-            known = stale[id(item)] = item.pools != probes[shape].pools
-        return known
-
+    # Compared item by item, not by shape: equal shapes may come matched to different
+    # numberings (one compiled again from a snapshot whose added pool sits among its
+    # cluster's). The actions of a queue with equal containers share one list of items
+    # (compile_snapshot), and share the list matched again: None where nothing changed.
+    again: dict[tuple[int, int], list[Item] | None] = {}
     for owner in owners:
-        shapes = [key(item, owner.queue) for item in owner.items]
-        if not any(map(matched_otherwise, owner.items, shapes)):
+        known = (id(owner.items), owner.queue)
+        if known not in again:
+            shapes = [probes[key(item, owner.queue)] for item in owner.items]
+            changed = any(i.pools != p.pools for i, p in zip(owner.items, shapes, strict=True))
+            again[known] = (
+                [
+                    replace(item, pools=probe.pools, all_pools=probe.all_pools)
+                    for item, probe in zip(owner.items, shapes, strict=True)
+                ]
+                if changed
+                else None
+            )
+        items = again[known]
+        if items is None:
             continue
-        items = [
-            replace(item, pools=probes[k].pools, all_pools=probes[k].all_pools)
-            for item, k in zip(owner.items, shapes, strict=True)
-        ]
         if isinstance(owner, ActionInfo):
             actions[owner.index] = replace(owner, items=items)
         else:
