@@ -32,7 +32,7 @@ from models.quantity import format_quantity
 from models.resources import EMPTY, UNTYPED_GPU, ResourceKind, ResourceVector, kind_of
 from models.snapshot import Action, ActionState, Snapshot
 from solver.explain.changes import apply_changes
-from solver.explain.replay import Replayed, Replayer, who_runs
+from solver.explain.replay import Replayed, Replayer, listed, who_runs
 from solver.explain.waiting import cap_amount, cap_setting, counted
 from solver.placement.failfast import (
     Failure,
@@ -135,6 +135,7 @@ def explain_failed(
         items=items,
         suggestions=suggestions,
         unproven=fixes.unproven,
+        ruled_out=fixes.ruled_out,
         replays=replayer.replays,
         as_of=snapshot.now,
     )
@@ -402,6 +403,7 @@ class _Fixes:
         self.queue = reasons.queue
         self.replayer = replayer
         self.unproven: list[Suggestion] = []
+        self.ruled_out: list[str] = []
 
     def _feasible(self, changes: list[Change]) -> bool:
         changed = apply_changes(self.solo, self.action.id, changes)
@@ -451,7 +453,15 @@ class _Fixes:
                         " did not finish within the explanation's budget",
                     )
                 )
-            elif not replayed.failed:
+            elif replayed.failed:
+                continue
+            elif replayed.displaced:
+                # The proof stops there: what the tick then does with the action is not known.
+                self.ruled_out.append(
+                    f"{message}: it would be feasible, but the tick re-run with it leaves out"
+                    f" {listed(replayed.displaced)} (scheduled now)"
+                )
+            else:
                 found.append(self._proven(changes, message, replayed))
             if len(found) == MOST_SUGGESTIONS:
                 break

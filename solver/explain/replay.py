@@ -299,7 +299,7 @@ def who_runs(action_id: str, replayed: Replayed) -> str:
     """`it runs`, or `a2 and a5 run` when the change lets a2 in ahead of a5."""
     if not replayed.let_in:
         return "it runs"
-    return f"{_names([*replayed.let_in, action_id])} run"
+    return f"{listed([*replayed.let_in, action_id])} run"
 
 
 class Proofs:
@@ -392,12 +392,13 @@ def _short(replayed: Replayed) -> str:
     """Why a change that was tried is no fix."""
     if replayed.runs:
         return (
-            f"it would run, but {_names(replayed.displaced)} scheduled now would not, so no"
+            f"it would run, but {listed(replayed.displaced)} scheduled now would not, so no"
             " change of this kind lets it in without displacing work"
         )
     why = f": {replayed.message}" if replayed.message else ""
     return f"the tick re-run with it still does not run it{why}"
 
 
-def _names(ids: list[str]) -> str:
+def listed(ids: list[str]) -> str:
+    """`a2`, `a2 and a5`, `a2, a4 and a5`."""
     return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + f" and {ids[-1]}"

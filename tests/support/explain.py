@@ -27,6 +27,7 @@ from solver.explain.action import explain
 from solver.explain.changes import apply_changes
 from solver.explain.core_model import Assumption, ExplainModel, Limit
 from solver.explain.frozen import HOLD_ENVIRONMENT, freeze, proof_snapshot
+from solver.placement.problem import compile_snapshot
 from tests.support.oracle import Oracle
 
 OPTIONS = TickOptions(time_limit_s=5.0)
@@ -110,30 +111,45 @@ def prove(snapshot: Snapshot, result: TickResult, action_id: str) -> list[str]:
     """Everything wrong with the explanation of `action_id`, in words (empty: all proven)."""
     explanation = explain(snapshot, action_id, result)
     if explanation.state is ExplanationState.FAILED:
-        return _prove_failed(snapshot, action_id, explanation)
+        return _prove_failed(snapshot, result, action_id, explanation)
     if explanation.state is ExplanationState.WAITING:
         return _prove_waiting(snapshot, result, action_id, explanation)
     return []
 
 
-def _prove_failed(snapshot: Snapshot, action_id: str, explanation: Explanation) -> list[str]:
+def _prove_failed(
+    snapshot: Snapshot, result: TickResult, action_id: str, explanation: Explanation
+) -> list[str]:
     found = []
     if explanation.code == "INFEASIBLE":
         if not explanation.items:
             found.append(f"{action_id}: failed INFEASIBLE without a reason")
-        if not explanation.suggestions:
-            found.append(f"{action_id}: failed INFEASIBLE without a suggestion")
-    return found + fixes_work(snapshot, action_id, explanation)
+        if not explanation.suggestions and not explanation.ruled_out:
+            found.append(f"{action_id}: failed INFEASIBLE without a suggestion or a fix ruled out")
+    return found + fixes_work(snapshot, result, action_id, explanation)
 
 
-def fixes_work(snapshot: Snapshot, action_id: str, explanation: Explanation) -> list[str]:
+def fixes_work(
+    snapshot: Snapshot, result: TickResult, action_id: str, explanation: Explanation
+) -> list[str]:
     """Each suggestion applied to the whole snapshot, the whole tick re-run: a waiting action
     is scheduled; a failed one no longer fails, and is scheduled unless the suggestion says
-    the tick keeps it waiting."""
+    the tick keeps it waiting; and every action ahead of it in the changed line that
+    `result` schedules is scheduled still (work a wait says finishes is not in that line)."""
     found = []
+    now = {s.action for s in result.scheduled}
     for suggestion in explanation.suggestions:
-        outcome = tick(apply_changes(snapshot, action_id, suggestion.changes), OPTIONS)
+        changed = apply_changes(snapshot, action_id, suggestion.changes)
+        outcome = tick(changed, OPTIONS)
         runs = any(s.action == action_id for s in outcome.scheduled)
+        # Ahead of it in the changed line: routed to another queue, it may move up.
+        line = [a.id for a in compile_snapshot(changed).actions]
+        after = {s.action for s in outcome.scheduled}
+        lost = [a for a in line[: line.index(action_id)] if a in now and a not in after]
+        if lost:
+            found.append(
+                f"{action_id}: {lost}, scheduled now, are not after {suggestion.message!r}"
+            )
         if explanation.state is ExplanationState.WAITING:
             if not runs:
                 found.append(
@@ -167,7 +183,7 @@ def _prove_waiting(
         kind not in KIND_OF_LIMIT[a.limit] for kind, a in zip(kinds, core, strict=False)
     ):
         found.append(f"{action_id}: items {kinds} do not match the core {[a.limit for a in core]}")
-    found += fixes_work(snapshot, action_id, explanation)
+    found += fixes_work(snapshot, result, action_id, explanation)
     # Sufficient: with only the core's limits kept, it still waits.
     world = relaxed(proof, action_id, model, core)
     if scheduled(world, action_id):

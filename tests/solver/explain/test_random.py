@@ -68,6 +68,8 @@ def test_every_offered_fix_of_a_few_random_fleets_works_on_the_whole_tick(profil
             if explanation.state is ExplanationState.SCHEDULED:
                 continue
             offered += len(explanation.suggestions)
-            failures += [f"seed {seed}: {p}" for p in fixes_work(snapshot, action, explanation)]
+            failures += [
+                f"seed {seed}: {p}" for p in fixes_work(snapshot, result, action, explanation)
+            ]
     assert failures == [], "\n".join(failures[:20])
     assert offered > count  # the fleets are ones where fixes are offered at all
