@@ -369,3 +369,41 @@ def test_an_admission_whose_untyped_gpus_would_break_a_device_cap_where_it_was_m
     resumed = _resumed(state, patched, None)
     line = patched.problem.actions
     assert sorted(line[i].id for i in resumed.plan.admitted) == ["x", "y"]
+
+
+def test_a_pool_copied_into_a_busy_tick_reaches_only_work_that_may_use_it() -> None:
+    """Past 60 admissions the tick's checks move only the units on an action's own nodes
+    (D434, D442): a T4 pool copied into the cluster gives room to GPU work, and the proof
+    keeps the tick's refusal of CPU-only work for room without deciding it again."""
+    builder = (
+        SnapshotBuilder()
+        .queue("q")
+        .cluster("east")
+        .pool("cpu", cpu="64", memory="256Gi", labels={"kind": "cpu"})
+        .pool("small", cpu="4", memory="8Gi", labels={"kind": "small"})
+        .pool("t4", cpu="8", memory="32Gi", accelerator="T4", accelerators=1, max_nodes=1)
+        .running(
+            "small-held", queue="q", cpu="2", selector={"kind": "small"}, on=("east", "small", 0)
+        )
+        .running("t4-held", queue="q", gpu=1, on=("east", "t4", 0))
+    )
+    for n in range(61):
+        builder = builder.queued(f"fill-{n:02}", queue="q", cpu="1", selector={"kind": "cpu"})
+    snapshot = (
+        builder.queued("small-wait", queue="q", cpu="4", selector={"kind": "small"})
+        .queued("t4-wait", queue="q", gpu=1)
+        .build()
+    )
+    result, state = tick_with_state(snapshot, OPTIONS)
+    assert not state.every_unit_moves
+    assert {w.action for w in result.waiting} == {"small-wait", "t4-wait"}
+    copy = Change(kind=ChangeKind.ADD_POOL, cluster="east", node_pool="t4-2", like="east/t4",
+                  value=1)  # fmt: skip
+    changed = apply_changes(snapshot, "t4-wait", [copy])
+    patched = patch(state, snapshot, changed, "t4-wait", [copy], ahead_only=True)
+    small_wait, t4_wait = patched.problem.actions[-2:]
+    assert reaches_room(patched)(t4_wait) and not reaches_room(patched)(small_wait)
+    resumed = _resumed(state, patched, None)
+    assert t4_wait.index in resumed.plan.admitted
+    assert resumed.refusals[small_wait.index] == state.refusals[small_wait.index]
+    assert "t4-wait" in {s.action for s in tick(changed, OPTIONS).scheduled}
