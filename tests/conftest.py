@@ -11,6 +11,15 @@ from bench.replicas import scratch_database
 from tests.support.postgres import SERVER, fresh_schema
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--random-seeds",
+        metavar="FIRST:STOP",
+        help="walk these seeds of the random explanation sweeps instead of CI's"
+        " (tests/solver/explain/test_random.py, slow): every seed from FIRST up to STOP",
+    )
+
+
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """This run's own PostgreSQL database (dropped at the end)."""
