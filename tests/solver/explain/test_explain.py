@@ -391,6 +391,14 @@ def test_a_cap_raised_for_a_chain_ahead_is_found_from_the_largest_ones_walk() ->
     assert prove(snapshot, result, "a9") == []
 
 
+def _offered(snapshot: Snapshot, action_id: str) -> tuple[TickResult, list[str]]:
+    """The tick of `snapshot`, and the suggestions offered for the action, every one of them
+    proven by a whole tick of the snapshot it changes (`prove`)."""
+    result = tick(snapshot, OPTIONS)
+    assert prove(snapshot, result, action_id) == []
+    return result, [s.message for s in explain(snapshot, action_id, result).suggestions]
+
+
 def test_a_device_the_cluster_lacks_under_a_label_no_pool_of_it_has_is_fixed_in_two_steps() -> None:
     """Issue 18: "The infeasible side (fixes that make a failed action feasible) gets the same
     rule: after the change, the action is not INFEASIBLE and the tick runs it or says why it
@@ -407,14 +415,12 @@ def test_a_device_the_cluster_lacks_under_a_label_no_pool_of_it_has_is_fixed_in_
         .queued("a", queue="q", gpu="nvidia_gpu/nvidia-l4:1", selector={"tier": "b"})
         .build()
     )
-    result = tick(snapshot, OPTIONS)
+    result, offered = _offered(snapshot, "a")
     assert [f.action for f in result.failed] == ["a"]
-    explanation = explain(snapshot, "a", result)
-    assert explanation.suggestions[0].message == (
+    assert offered[0] == (
         "add a node pool l4 like pool west/l4 to cluster east; drop node selector tier=b from"
         " container main (pool l4): then it runs"
     )
-    assert prove(snapshot, result, "a") == []
 
 
 def test_nodes_added_in_one_cluster_let_in_first_work_routed_only_to_another() -> None:
@@ -437,13 +443,9 @@ def test_nodes_added_in_one_cluster_let_in_first_work_routed_only_to_another() -
         .queued("x", queue="anywhere", cpu="5")
         .build()
     )
-    result = tick(snapshot, OPTIONS)
+    result, offered = _offered(snapshot, "x")
     assert [s.action for s in result.scheduled] == ["a9"]
-    explanation = explain(snapshot, "x", result)
-    assert [s.message for s in explanation.suggestions] == [
-        "raise max_nodes of pool cpu in cluster west from 1 to 3: then a7 and x run"
-    ]
-    assert prove(snapshot, result, "x") == []
+    assert offered == ["raise max_nodes of pool cpu in cluster west from 1 to 3: then a7 and x run"]
 
 
 def test_replicas_that_lack_the_same_kind_of_node_copy_one_pool() -> None:
@@ -461,10 +463,6 @@ def test_replicas_that_lack_the_same_kind_of_node_copy_one_pool() -> None:
         .queued("a", queue="q", environment="e")
         .build()
     )
-    result = tick(snapshot, OPTIONS)
+    result, offered = _offered(snapshot, "a")
     assert [f.action for f in result.failed] == ["a"]
-    explanation = explain(snapshot, "a", result)
-    assert [s.message for s in explanation.suggestions] == [
-        "add a node pool l4 like pool west/l4 to cluster east: then it runs"
-    ]
-    assert prove(snapshot, result, "a") == []
+    assert offered == ["add a node pool l4 like pool west/l4 to cluster east: then it runs"]
