@@ -32,11 +32,13 @@ def pool_components(problem: Problem, whole_units: bool = False) -> np.ndarray:
     lists = [action.items for action in problem.actions]
     lists += [env.items for env in problem.envs]
     if whole_units:
-        by_queue: dict[int, list[Item]] = {}
+        # Per queue, its containers of distinct pools (they share the array).
+        by_queue: dict[int, dict[int, Item]] = {}
         for queue, items in [*((a.queue, a.items) for a in problem.actions),
                              *((e.queue, e.items) for e in problem.envs)]:  # fmt: skip
-            by_queue.setdefault(queue, []).extend(items)
-        lists += [items for q, items in by_queue.items() if charges_by_placement(problem, q, items)]
+            by_queue.setdefault(queue, {}).update((id(i.all_pools), i) for i in items)
+        distinct = {q: list(items.values()) for q, items in by_queue.items()}
+        lists += [items for q, items in distinct.items() if charges_by_placement(problem, q, items)]
     return joined(np.arange(len(problem.pools), dtype=np.int64), lists, whole_units)
 
 
@@ -62,11 +64,14 @@ def joined(
             if other != first:
                 parent[other] = first
 
-    # Containers of one shape share their pools' array (compile_snapshot, match_pools_again).
+    # Containers of one shape share their pools' array, and the actions of a queue with equal
+    # containers one list of them (compile_snapshot, match_pools_again).
     seen: set[int] = set()
     for items in item_lists:
         if whole_units:
-            join([p for item in items for p in item.all_pools.tolist()])
+            if id(items) not in seen:
+                seen.add(id(items))
+                join([p for item in items for p in item.all_pools.tolist()])
             continue
         for item in items:
             if id(item.all_pools) not in seen:
