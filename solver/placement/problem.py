@@ -391,12 +391,12 @@ def match_pools_again(problem: Problem, queues: set[int], upto: int | None = Non
     for owner in owners:
         known = (id(owner.items), owner.queue)
         if known not in again:
-            shapes = [probes[key(item, owner.queue)] for item in owner.items]
-            changed = any(i.pools != p.pools for i, p in zip(owner.items, shapes, strict=True))
+            matched = [probes[key(item, owner.queue)] for item in owner.items]
+            changed = any(i.pools != p.pools for i, p in zip(owner.items, matched, strict=True))
             again[known] = (
                 [
                     replace(item, pools=probe.pools, all_pools=probe.all_pools)
-                    for item, probe in zip(owner.items, shapes, strict=True)
+                    for item, probe in zip(owner.items, matched, strict=True)
                 ]
                 if changed
                 else None
