@@ -222,3 +222,41 @@ def test_the_api_docs_render_from_local_files(browser: Browser, fleet: Fleet) ->
     tab.page.goto(fleet.url + "/redoc")
     expect(tab.page.locator("h1").first).to_contain_text("Sluice", timeout=30_000)
     _fenced(tab)
+
+
+def test_an_explanation_lists_unproven_and_ruled_out_changes_apart_from_fixes(
+    browser: Browser, fleet: Fleet
+) -> None:
+    """Issue 18: "An explanation that cannot finish its proof in its budget says which
+    suggestions are unproven, rather than presenting them as fixes." The action page shows
+    them, and the changes tried that are no fix, under headings of their own (the
+    explanation is the action's own, with one of each added on its way to the page)."""
+    tab = open_tab(browser, ADMIN_TOKEN)
+    page = tab.page
+    with fleet.api() as api:
+        for _ in range(100):
+            running = api.get("/actions", params={"state": "running", "limit": 1}).json()
+            if running:
+                break
+            time.sleep(0.1)
+        action = running[0]["id"]
+        why = api.get(f"/actions/{action}/explanation").json()
+    unproven = (
+        "add a node pool t4-2 like pool east/t4 to cluster west: it would be feasible, but the"
+        " tick re-run with it did not finish within the explanation's budget"
+    )
+    ruled_out = (
+        "raise max_gpus of queue q to 4 (the most of it tried): the tick re-run with it still"
+        " does not run it"
+    )
+    why["unproven"] = [{"changes": [], "message": unproven, "also_runs": []}]
+    why["ruled_out"] = [ruled_out]
+    page.route("**/explanation", lambda route: route.fulfill(json=why))
+    page.goto(f"{fleet.url}/ui/actions/{action}")
+    box = page.locator("#explanation")
+    expect(box).to_contain_text("Not proven in time:", timeout=30_000)
+    expect(box).to_contain_text(unproven)
+    expect(box).to_contain_text("Tried, and not a fix:")
+    expect(box).to_contain_text(ruled_out)
+    expect(box).not_to_contain_text("What would let it run:")
+    _fenced(tab)

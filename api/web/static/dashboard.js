@@ -28,6 +28,20 @@ const $ = (selector) => document.querySelector(selector);
 function fill(target, ...children) {
   target.replaceChildren(...children.flat(Infinity).filter((child) => child !== null && child !== undefined));
 }
+// An explanation as the page shows it: the state in one line, its reasons, what would let it run
+// (each proven by re-running the tick), and what was tried and not proven or not enough.
+function explanationNodes(why, headline) {
+  const list = (title, lines) => lines.length
+    ? [el("p", {}, el("strong", {}, title)), el("ul", {}, lines.map((line) => el("li", {}, line)))]
+    : [];
+  return [
+    el("p", {}, headline ? el("strong", {}, why.message) : why.message),
+    el("ul", {}, why.items.map((item) => el("li", {}, item.message))),
+    list("What would let it run:", why.suggestions.map((suggestion) => suggestion.message)),
+    list("Not proven in time:", (why.unproven || []).map((suggestion) => suggestion.message)),
+    list("Tried, and not a fix:", why.ruled_out || []),
+  ];
+}
 function showError(message) {
   const box = $("#error");
   box.textContent = message || "";
@@ -288,11 +302,7 @@ pages.queue = function () {
   // that explanation, so showing it costs no solve.
   function explainHead(why) {
     if (!why) { fill($("#banner .why")); return; }
-    fill($("#banner .why"),
-      el("p", {}, why.message),
-      el("ul", {}, why.items.map((item) => el("li", {}, item.message))),
-      why.suggestions.length ? el("p", {}, el("strong", {}, "What would let it run:")) : null,
-      el("ul", {}, why.suggestions.map((suggestion) => el("li", {}, suggestion.message))));
+    fill($("#banner .why"), explanationNodes(why, false));
   }
   async function refreshLists() {
     const q = encodeURIComponent(name);
@@ -380,10 +390,7 @@ pages.action = function () {
     const box = $("#explanation");
     try {
       const why = await api(`/actions/${encodeURIComponent(id)}/explanation`);
-      fill(box, el("p", {}, el("strong", {}, why.message)),
-        el("ul", {}, why.items.map((item) => el("li", {}, item.message))),
-        why.suggestions.length ? el("p", {}, "What would let it run:") : null,
-        el("ul", {}, why.suggestions.map((suggestion) => el("li", {}, suggestion.message))));
+      fill(box, explanationNodes(why, true));
     } catch (error) {
       fill(box, el("p", { class: "muted" }, error.message));
     }
