@@ -18,6 +18,7 @@ from api.deps import reject_unknown_query
 from api.errors import document_errors, install_error_handlers
 from api.explanation_cache import ActionExplanations
 from api.guard import OPEN_PATHS, RequestGuard
+from api.heap import QuietHeap
 from api.metrics import ServiceMetrics
 from api.routes import (
     actions,
@@ -91,6 +92,8 @@ def create_app(
             # A replaced engine's results need not be the engine's, so nothing to replay.
             None if tick_fn else service_forecast(settings.period_s, settings.time_limit_s),
         )
+        if settings.full_collection_every_s is not None:
+            app.state.ticker.on_tick.append(QuietHeap(settings.full_collection_every_s).after_tick)
         app.state.explanations = ActionExplanations(
             app.state.store,
             app.state.ticker,

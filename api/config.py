@@ -71,6 +71,12 @@ class ServiceSettings(BaseModel):
         description="At most this many finished actions are kept (the newest), and as many"
         " finished jobs; None keeps any number.",
     )
+    full_collection_every_s: PositiveFloat | None = Field(
+        default=None,
+        description="Seconds between full garbage collections of the API process, whose heap"
+        " is otherwise frozen after each tick so that Python's own full collections skip the"
+        " line (api.heap); None leaves collections to Python.",
+    )
     retention_check_s: PositiveFloat = Field(
         default=60.0, description="Seconds between cleanups of finished actions and jobs."
     )

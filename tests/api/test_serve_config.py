@@ -93,3 +93,17 @@ def test_the_access_log_is_on_unless_turned_off(
     result = CliRunner().invoke(main, ["serve", "--config", str(config)])
     assert result.exit_code == 0, result.output
     assert no_server[-1]["access_log"] is False
+
+
+def test_the_heap_is_frozen_between_full_collections_unless_turned_off(
+    tmp_path: Path, no_server: list[dict[str, Any]]
+) -> None:
+    """`--full-gc-every` (api.heap): 600 s by default, 0 leaves collections to Python; the
+    printed configuration says which."""
+    db = str(tmp_path / "s.db")
+    result = CliRunner().invoke(main, ["serve", "--db", db])
+    assert result.exit_code == 0, result.output
+    assert "full_gc_every=600.0" in result.stderr
+    result = CliRunner().invoke(main, ["serve", "--db", db, "--full-gc-every", "0"])
+    assert result.exit_code == 0, result.output
+    assert "full_gc_every=python" in result.stderr
