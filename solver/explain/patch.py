@@ -167,7 +167,8 @@ def patch(
         added_pools = np.arange(len(base.pools), len(pools), dtype=np.int64)
         components = np.concatenate([state.pool_components(), added_pools])
         lists = [line.actions[i].items for i in found.actions]
-        lists += [a.items for a in line.actions[:upto] if a.queue in rematch]
+        if rematch:
+            lists += [a.items for a in line.actions[:upto] if a.queue in rematch]
         lists += [env.items for env in line.envs if env.index in found.envs or env.queue in rematch]
         found.components = joined(components, lists, found.anywhere)
     return found
@@ -289,13 +290,15 @@ def _without_actions(
     )
 
 
-def touches(patched: Patched, target: int) -> Callable[[ActionInfo], bool]:
+def touches(
+    patched: Patched, target: int, room: Callable[[ActionInfo], bool] | None = None
+) -> Callable[[ActionInfo], bool]:
     """Which actions the change may let in: the target, those of a changed queue, those
     routed to a cluster whose room it changes or whose request it changes (`_routed`), and,
     where every unit may move anywhere, those the room reaches through moved units
-    (`reaches_room`)."""
+    (`room`: `reaches_room(patched)`, made here if not given)."""
     routed = _routed(patched)
-    reached = reaches_room(patched) if patched.anywhere else None
+    reached = (room or reaches_room(patched)) if patched.anywhere else None
 
     def touched(action: ActionInfo) -> bool:
         return (

@@ -115,7 +115,8 @@ class Replayer:
         patched = patch(state, self.snapshot, changed, self.action_id, changes, ahead_only=True)
         self.replays += 1
         target = patched.target
-        touched = touches(patched, target)
+        room = reaches_room(patched)
+        touched = touches(patched, target, room)
         start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
         if self._undecided(start, target) >= MOST_REDECIDED:
             return Replayed(False, False, "", [], [], finished=False)
@@ -131,7 +132,7 @@ class Replayer:
             proving=True,
             until_refused=whether,
             compiled=frozenset(patched.actions),
-            room_touched=reaches_room(patched),
+            room_touched=room,
             arrived=patched.arrived,
             # The proofs resume the tick with changes that differ a little: many of the
             # placement models a walk meets, the tick or another walk has solved.

@@ -503,12 +503,28 @@ class Plan:
         """The untyped GPUs of `items` in their queue's reported use, by the device they land
         on (the ledger counts them for the caps)."""
         usage = self.usage[queue_index]
+        for device, gpus in self._landed(items, placement).items():
+            usage.add(device, sign * gpus)
+
+    def _landed(self, items: list[Item], placement: NodeAssignment) -> dict[str, int]:
+        """What the untyped GPUs of `items` charge the devices they land on at `placement`
+        (typed ones are charged by their request, wherever they land)."""
+        landed: dict[str, int] = {}
         for item, (p, _) in zip(items, placement.spots, strict=True):
-            if item.device is not None or not item.gpus:
-                continue  # typed or no GPUs: charged by its request, wherever it lands
-            device = self.problem.pools[p].device
-            if device is not None:
-                usage.add(device, sign * item.gpus)
+            if item.device is None and item.gpus:
+                device = self.problem.pools[p].device
+                if device is not None:
+                    landed[device] = landed.get(device, 0) + item.gpus
+        return landed
+
+    def lands_over_a_cap(self, action: ActionInfo, placement: NodeAssignment) -> bool:
+        """Whether admitting `action` at `placement` breaks a cap of its queue, its untyped
+        GPUs counted on the devices they land on (`refusal`, without a placement, counts
+        typed requests only)."""
+        landed = self._landed(self.items_to_place(action), placement)
+        if not landed:
+            return False
+        return self.room.cap_refusal(action.queue, self.charge_of(action) + landed) is not None
 
     def _take_room(
         self,

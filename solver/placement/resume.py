@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.errors import ErrorCode
-from models.resources import ResourceKind
 from models.result import (
     EnvironmentStart,
     FailedAction,
@@ -57,8 +56,8 @@ from solver.placement.decide import (
     placement_in,
 )
 from solver.placement.failfast import Failure, fail_fast
-from solver.placement.plan import NodeAssignment, Plan, Refusal, Spot
-from solver.placement.problem import ActionInfo, CompileCache, Item, Problem
+from solver.placement.plan import Plan, Refusal, Spot
+from solver.placement.problem import ActionInfo, CompileCache, Problem
 
 ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
 # Placement models the proofs of one tick's explanations keep (their answers are keyed by
@@ -271,9 +270,6 @@ def resume(
             heads.setdefault(line.actions[i].queue, i)
     refusals: dict[int, Refusal] = {}
     shapes = NoRoomMemo()
-    device_caps = {
-        q.index: caps for q in line.queues if (caps := q.caps.of_kind(ResourceKind.DEVICE))
-    }
     # Nodes with less room than the tick left them at this point of the line: where the walk
     # placed what the tick did not (None once the model has moved work: anywhere).
     dirty: set[Spot] | None = set()
@@ -302,7 +298,7 @@ def resume(
         elif (
             before
             and action.queue not in heads
-            and _admit_where_it_was(state, ledger, action, dirty, compiled, device_caps)
+            and _admit_where_it_was(state, ledger, action, dirty, compiled)
         ):
             if refused_for_sure(action):
                 break
@@ -384,10 +380,9 @@ def _admit_where_it_was(
     action: ActionInfo,
     dirty: set[Spot] | None,
     compiled: frozenset[int],
-    device_caps: dict[int, dict[str, int]],
 ) -> bool:
-    """Admit one of the tick's admissions where the tick put it, if that still holds
-    (`device_caps`: the line's by queue, of the queues that have any).
+    """Admit one of the tick's admissions where the tick put it, if that still holds: its
+    untyped GPUs too, where work the walk let in ahead may have filled a device cap.
 
     On nodes where the walk placed nothing the tick did not, the tick's admissions ahead
     hold no more room than in the tick, so one that fitted there then fits now: its room is
@@ -402,8 +397,7 @@ def _admit_where_it_was(
             return False  # it would start a pool the tick did not start for it
         ledger.admit(action, None)
         return True
-    caps = device_caps.get(action.queue)
-    if caps is not None and _lands_over(ledger, action, items, placement, caps):
+    if ledger.lands_over_a_cap(action, placement):
         return False
     if (
         dirty is not None
@@ -424,28 +418,6 @@ def _admit_where_it_was(
         taken[spot] = left
     ledger.admit(action, placement)
     return True
-
-
-def _lands_over(
-    ledger: Plan,
-    action: ActionInfo,
-    items: list[Item],
-    placement: NodeAssignment,
-    caps: dict[str, int],
-) -> bool:
-    """Whether the untyped GPUs of `items`, landing where the tick put them, break one of
-    the action's queue's device `caps`: work the walk let in ahead may have landed on that
-    device too (caps checked without a placement count only typed requests)."""
-    landed: dict[str, int] = {}
-    for item, (p, _) in zip(items, placement.spots, strict=True):
-        if item.untyped:
-            device = ledger.problem.pools[p].device
-            if device in caps:
-                landed[device] = landed.get(device, 0) + item.gpus
-    if not landed:
-        return False
-    held, charge = ledger.usage[action.queue].held, ledger.charge_of(action)
-    return any(held.amount(d) + charge.amount(d) + n > caps[d] for d, n in landed.items())
 
 
 def _spots(ledger: Plan, action: ActionInfo) -> set[Spot]:

@@ -26,8 +26,7 @@ from solver import TickOptions, tick
 from solver.explain.action import explain
 from solver.explain.changes import apply_changes
 from solver.explain.core_model import Assumption, ExplainModel, Limit
-from solver.explain.frozen import HOLD_ENVIRONMENT, freeze, proof_snapshot
-from solver.placement.problem import compile_snapshot
+from solver.explain.frozen import HOLD_ENVIRONMENT, freeze, global_order, proof_snapshot
 from tests.support.oracle import Oracle
 
 OPTIONS = TickOptions(time_limit_s=5.0)
@@ -143,7 +142,7 @@ def fixes_work(
         outcome = tick(changed, OPTIONS)
         runs = any(s.action == action_id for s in outcome.scheduled)
         # Ahead of it in the changed line: routed to another queue, it may move up.
-        line = [a.id for a in compile_snapshot(changed).actions]
+        line = [a.id for a in global_order(changed)]
         after = {s.action for s in outcome.scheduled}
         lost = [a for a in line[: line.index(action_id)] if a in now and a not in after]
         if lost:
