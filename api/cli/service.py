@@ -218,12 +218,12 @@ def _read_config_file(ctx: click.Context, _: click.Parameter, path: Path | None)
 )
 @click.option(
     "--full-gc-every",
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0, max=86_400),
     default=600.0,
     show_default=True,
     help="Seconds between full garbage collections of the server process; between them its"
     " heap is frozen after each tick, so Python's own full collections (20-90 ms each with"
-    " 10,000 queued) skip it. 0 leaves collections to Python.",
+    " 10,000 queued) skip it; at most a day. 0 leaves collections to Python.",
 )
 @click.option(
     "--access-log/--no-access-log",

@@ -107,3 +107,7 @@ def test_the_heap_is_frozen_between_full_collections_unless_turned_off(
     result = CliRunner().invoke(main, ["serve", "--db", db, "--full-gc-every", "0"])
     assert result.exit_code == 0, result.output
     assert "full_gc_every=python" in result.stderr
+    for garbage in ("nan", "inf", "-1", "86401", "often"):
+        result = CliRunner().invoke(main, ["serve", "--db", db, "--full-gc-every", garbage])
+        assert result.exit_code == 2, (garbage, result.output)
+        assert "--full-gc-every" in result.output

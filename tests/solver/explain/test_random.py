@@ -43,6 +43,8 @@ def _seeds(request: pytest.FixtureRequest, count: int) -> range:
     if asked is None:
         return range(count)
     first, _, stop = asked.partition(":")
+    if not (first.isdigit() and stop.isdigit() and int(first) < int(stop)):
+        raise pytest.UsageError(f"--random-seeds {asked}: expected FIRST:STOP, 0 <= FIRST < STOP")
     return range(int(first), int(stop))
 
 
