@@ -336,8 +336,9 @@ def test_room_added_to_a_pool_reaches_only_work_that_may_use_a_pool_connected_to
 
 
 def test_an_admission_whose_untyped_gpus_would_break_a_device_cap_where_it_was_moves() -> None:
-    """The resumed line decides what a whole tick of the changed snapshot does. With the CPU
-    cap raised, x comes in and its untyped GPUs land on the L4s up to the queue's L4 cap, so
+    """Issue 18: "A suggestion is proven by re-running the whole tick on the changed
+    snapshot". The resumed line decides what a whole tick of it does. With the CPU cap
+    raised, x comes in and its untyped GPUs land on the L4s up to the queue's L4 cap, so
     y (on an L4 in the tick) must take a T4, which z, in another queue, needed. Re-admitting
     y where the tick put it would break the L4 cap and keep z (dozen 3482 of the random
     fleets: an environment started on a copied L4 pool)."""
@@ -372,9 +373,11 @@ def test_an_admission_whose_untyped_gpus_would_break_a_device_cap_where_it_was_m
 
 
 def test_a_pool_copied_into_a_busy_tick_reaches_only_work_that_may_use_it() -> None:
-    """Past 60 admissions the tick's checks move only the units on an action's own nodes
-    (D434, D442): a T4 pool copied into the cluster gives room to GPU work, and the proof
-    keeps the tick's refusal of CPU-only work for room without deciding it again."""
+    """Issue 18: "Keep the speed ... which means proving by incremental re-solve, not a cold
+    tick per candidate." Past 60 admissions the tick's checks move only the units on an
+    action's own nodes (D434, D442): a T4 pool copied into the cluster gives room to GPU
+    work, and the proof keeps the tick's refusal of CPU-only work for room without deciding
+    it again."""
     builder = (
         SnapshotBuilder()
         .queue("q")
