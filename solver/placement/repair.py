@@ -4,8 +4,10 @@ Best-fit places each action on the room the decided admissions leave, and never 
 them. Often one or two of them sit on the only node the action could use and would fit just
 as well elsewhere: taking them off that node, placing the action, then placing each again
 (best-fit, anywhere it is eligible: any pool, any cluster) is an admission a model would
-have found too, at a fraction of the cost. A placement found this way is a real "yes"; a
-repair that finds none proves nothing (the model is still asked).
+have found too, at a fraction of the cost. When the unit in the way has no other node, a
+unit in its own way may move too (a swap, or a chain of two moves): on nodes whose GPUs are
+all held, a big unit and a small one often trade places. A placement found this way is a
+real "yes"; a repair that finds none proves nothing (the model is still asked).
 
 Only room is tried here. A unit whose untyped GPUs count against a device cap of its queue
 charges that cap by where it lands, so it is never moved by a repair; every other charge and
@@ -28,6 +30,11 @@ from solver.placement.problem import CPU_DIM, GPU_DIM, Item, Problem
 # walk of the line asks for fell from about 6.4 to 5.2 estimated seconds.
 MAX_EJECTIONS = 16
 MAX_PAIRS = 8
+# Chains: of the first units in the action's way that found no other node, this many are
+# tried with each of this many units in their own way moved too (a swap of two units, or
+# one moved on to make room for the other). Measured at M and on Alibaba's cold start:
+# 2 or 8 find fewer admissions ahead in the line than 4 (docs/benchmarks.md).
+MAX_CHAINED = 4
 # Nodes looked at per repair (those short of the least room first), and units on each (the
 # smallest first): nodes of small work hold hundreds of units (Alibaba's trace).
 MAX_NODES = 128
@@ -154,11 +161,25 @@ def repair(
     movable: MovableUnits,
 ) -> Repair | None:
     """A placement of `items` (a unit of `queue` charging `charge`) after moving one or two
-    decided units, or None when none of those tried makes room."""
-    for group in _in_the_way(ledger, items, clusters, movable):
+    decided units, or None when none of those tried makes room. The two may be a chain: a
+    unit in the action's way, and one in the way of that unit's move."""
+    groups = _in_the_way(ledger, items, clusters, movable)
+    for group in groups:
         found = _moved_out(ledger, group, queue, items, charge)
         if found is not None:
             return found
+    for (unit,) in [group for group in groups if len(group) == 1][:MAX_CHAINED]:
+        unit_queue, unit_items, _ = ledger.unit(unit)
+        unit_clusters = ledger.candidate_clusters(unit_items, unit_queue)
+        behind = [
+            group
+            for group in _in_the_way(ledger, unit_items, unit_clusters, movable)
+            if len(group) == 1 and group[0] != unit
+        ]
+        for (other,) in behind[:MAX_CHAINED]:
+            found = _moved_out(ledger, (unit, other), queue, items, charge)
+            if found is not None:
+                return found
     return None
 
 
