@@ -35,6 +35,9 @@ MAX_PAIRS = 8
 # one moved on to make room for the other). Measured at M and on Alibaba's cold start:
 # 2 or 8 find fewer admissions ahead in the line than 4 (docs/benchmarks.md).
 MAX_CHAINED = 4
+# Nodes looked at for the units in a moved unit's way: 16 find the same chains as 128 at M,
+# L and Alibaba's cold start, in about two thirds of the time.
+CHAIN_NODES = 16
 # Nodes looked at per repair (those short of the least room first), and units on each (the
 # smallest first): nodes of small work hold hundreds of units (Alibaba's trace).
 MAX_NODES = 128
@@ -173,7 +176,7 @@ def repair(
         unit_clusters = ledger.candidate_clusters(unit_items, unit_queue)
         behind = [
             group
-            for group in _in_the_way(ledger, unit_items, unit_clusters, movable)
+            for group in _in_the_way(ledger, unit_items, unit_clusters, movable, CHAIN_NODES)
             if len(group) == 1 and group[0] != unit
         ]
         for (other,) in behind[:MAX_CHAINED]:
@@ -223,11 +226,13 @@ def _in_the_way(
     items: list[Item],
     clusters: list[int],
     movable: MovableUnits,
+    most_nodes: int = MAX_NODES,
 ) -> list[tuple[UnitKey, ...]]:
     """Decided units that leave room for one of the containers on a node they sit on, once
     gone: node by node, those short of the least room first, and on a node the smallest
-    unit first (the easiest to place again); at most MAX_EJECTIONS of them, then at most
-    MAX_PAIRS pairs of units on one node that leave room together (and neither alone)."""
+    unit first (the easiest to place again), over at most `most_nodes` nodes; at most
+    MAX_EJECTIONS of them, then at most MAX_PAIRS pairs of units on one node that leave room
+    together (and neither alone)."""
     blocked: list[tuple[float, int, int, Item]] = []  # (shortfall, pool, node, container)
     for item in items:
         # Every node of its pools at once, in the order of its clusters and their pools.
@@ -254,7 +259,7 @@ def _in_the_way(
     lacking: list[np.ndarray] = []  # what each node lacks for its container
     counts: list[int] = []
     pair_rows: list[np.ndarray] = []
-    for _, p, node, item in blocked[:MAX_NODES]:
+    for _, p, node, item in blocked[:most_nodes]:
         on_node, frees = movable.on_node(ledger, p, node)
         if not on_node:
             continue
