@@ -84,17 +84,7 @@ def test_two_admissions_trading_places_make_room_without_a_model() -> None:
     # a (5) sits on pool x's node, b (4) on pool y's; c (4) may only use pool x. Moving a
     # alone leaves it no node (3 and 4 free), but a and b trading places makes room for c:
     # a chain of two moves, the second in the way of the first.
-    snapshot = (
-        SnapshotBuilder()
-        .queue("q", scheduling="greedy_capacity")
-        .cluster("east")
-        .pool("x", **H100, labels={"only": "x"})
-        .pool("y", **H100)
-        .queued("a", queue="q", gpu="H100:5")
-        .queued("b", queue="q", gpu="H100:4")
-        .queued("c", queue="q", gpu="H100:4", selector={"only": "x"})
-        .build()
-    )
+    snapshot = _line([("a", 5, None), ("b", 4, None), ("c", 4, {"only": "x"})])
     result = tick(snapshot, TickOptions())
     assert [s.action for s in result.scheduled] == decide(snapshot).admitted == ["a", "b", "c"]
     placed = {s.action: s.containers[0].node_pool for s in result.scheduled}
