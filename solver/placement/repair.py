@@ -32,8 +32,9 @@ MAX_EJECTIONS = 16
 MAX_PAIRS = 8
 # Chains: of the first units in the action's way that found no other node, this many are
 # tried with each of this many units in their own way moved too (a swap of two units, or
-# one moved on to make room for the other). Measured at M and on Alibaba's cold start:
-# 2 or 8 find fewer admissions ahead in the line than 4 (docs/benchmarks.md).
+# one moved on to make room for the other). Measured at M and on Alibaba's cold start: 2
+# finds fewer admissions ahead in the line than 4; 8 a few more, for twice the repairs' CPU
+# (docs/benchmarks.md).
 MAX_CHAINED = 4
 # Nodes looked at for the units in a moved unit's way: 16 find the same chains as 128 at M,
 # L and Alibaba's cold start, in about two thirds of the time.
