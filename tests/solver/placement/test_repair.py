@@ -81,6 +81,8 @@ def test_a_repair_sees_the_units_a_node_holds_now() -> None:
 
 
 def test_two_admissions_trading_places_make_room_without_a_model() -> None:
+    # "When an action does not fit, the queue moves on to the next one and schedules every
+    # action that fits." c fits once two decided admissions trade nodes (D445):
     # a (5) sits on pool x's node, b (4) on pool y's; c (4) may only use pool x. Moving a
     # alone leaves it no node (3 and 4 free), but a and b trading places makes room for c:
     # a chain of two moves, the second in the way of the first.
