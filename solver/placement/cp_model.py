@@ -28,6 +28,16 @@ from solver.placement.problem import UNBOUNDED, Item, Problem
 
 INT64_MIN = -(2**63)  # the lower end of "sum <= bound", as OR-Tools writes it
 NONE = -1  # no pool, node or item: a variable that chooses a cluster
+# Estimated wall seconds per deterministic second, so a tick's budget stays reproducible and
+# still lasts about as long as its limit says (2-core machine): the complete search took about
+# 2.3 on these models; local search about 1.2 (1.16-1.18 over the M and L ticks' local
+# searches, loading included; docs/benchmarks.md).
+SECONDS_PER_DETERMINISTIC = 2.3
+LOCAL_SECONDS_PER_DETERMINISTIC = 1.2
+# Estimated seconds of complete search a model whose "no" proves nothing gets before local
+# search takes over: the small models' answers (most take under 0.005 deterministic seconds,
+# either way) and no more (docs/decisions.md, D446).
+COMPLETE_SEARCH_FIRST_S = 0.012
 
 
 class Feasibility(StrEnum):
@@ -302,9 +312,34 @@ class PlacementModel:
         return len(self.proto.variables)
 
     def solve(
-        self, deterministic_limit: float, seed: int
+        self, limit_s: float, seed: int, proving: bool
     ) -> tuple[Feasibility, list[NodeAssignment], float]:
-        """The verdict, the placements when feasible, and the deterministic time it took."""
+        """The verdict, the placements when feasible, and the estimated seconds it took.
+
+        `proving`: whether the caller takes a "no" as a proof. When it does not, the
+        complete search gets a short start, which settles the small models either way,
+        and local search from the hint has the rest of `limit_s`: placements that need a
+        few decided units to trade nodes are its strength, where the complete search
+        spends its whole limit without an answer (docs/engine/exactness.md).
+        """
+        limit = limit_s if proving else min(limit_s, COMPLETE_SEARCH_FIRST_S)
+        response = self._search(limit / SECONDS_PER_DETERMINISTIC, seed, local=False)
+        spent = response.deterministic_time * SECONDS_PER_DETERMINISTIC
+        left = limit_s - spent
+        if response.status == cp_model_helper.UNKNOWN and not proving and left > 0:
+            response = self._search(left / LOCAL_SECONDS_PER_DETERMINISTIC, seed, local=True)
+            spent += response.deterministic_time * LOCAL_SECONDS_PER_DETERMINISTIC
+        if response.status in (cp_model_helper.OPTIMAL, cp_model_helper.FEASIBLE):
+            values = np.array(response.solution, dtype=np.int64)
+            return Feasibility.FEASIBLE, self._placements(values), spent
+        if response.status == cp_model_helper.INFEASIBLE:
+            return Feasibility.INFEASIBLE, [], spent
+        return Feasibility.UNKNOWN, [], spent
+
+    def _search(
+        self, deterministic_limit: float, seed: int, local: bool
+    ) -> cp_model_helper.CpSolverResponse:
+        """One CP-SAT run: the complete search, or (`local`) local search alone."""
         parameters = cp_model_helper.SatParameters()
         parameters.num_workers = 1  # deterministic, and the machine runs a service too
         parameters.random_seed = seed
@@ -317,16 +352,14 @@ class PlacementModel:
         # on 1,000 models from the benchmarks and the oracle tests: the same answers and the
         # same deterministic time without it, 10-50% less wall time per solve).
         parameters.symmetry_level = 0
+        if local:
+            parameters.use_ls_only = True
+            # Local search checks its limit once a batch (0.1 deterministic seconds unless
+            # told): one batch of exactly the limit keeps the charge to what was granted.
+            parameters.feasibility_jump_batch_dtime = parameters.max_deterministic_time
         solver = cp_model_helper.SolveWrapper()
         solver.set_parameters(parameters)
-        response = solver.solve(self.proto)
-        spent = response.deterministic_time
-        if response.status in (cp_model_helper.OPTIMAL, cp_model_helper.FEASIBLE):
-            values = np.array(response.solution, dtype=np.int64)
-            return Feasibility.FEASIBLE, self._placements(values), spent
-        if response.status == cp_model_helper.INFEASIBLE:
-            return Feasibility.INFEASIBLE, [], spent
-        return Feasibility.UNKNOWN, [], spent
+        return solver.solve(self.proto)
 
     def _placements(self, values: np.ndarray) -> list[NodeAssignment]:
         """Each unit's chosen cluster and each container's node, from a feasible solution."""

@@ -47,13 +47,12 @@ LOCAL_CHECK_LIMIT_S = 0.1
 # should spend on one action; such a check is skipped and the refusal stays unproven.
 MAX_MODEL_SPOTS = 40_000
 # The budget counts estimated wall seconds, so a tick stays reproducible and still lasts about
-# as long as its limit says: CP-SAT's deterministic seconds took about 2.3 wall seconds each on
-# these models (2-core machine), and building, written straight into the proto, about 1 ms per
-# model and 1 µs per variable (solver/placement/cp_model.py).
-SECONDS_PER_DETERMINISTIC = 2.3
+# as long as its limit says: CP-SAT's own are estimated by the model (PlacementModel.solve), and
+# building, written straight into the proto, takes about 1 ms per model and 1 µs per variable
+# (solver/placement/cp_model.py).
 BUILD_SECONDS_PER_MODEL = 1e-3
 BUILD_SECONDS_PER_VARIABLE = 1e-6
-# What one placement model answered (verdict, placements, deterministic seconds, variables),
+# What one placement model answered (verdict, placements, estimated seconds, variables),
 # by everything the model is built from and the limit it ran under (`_model_key`): CP-SAT runs
 # on one worker with a fixed seed, so the same model under the same limit answers the same.
 ModelAnswer = tuple[Feasibility, list[NodeAssignment], float, int]
@@ -162,7 +161,7 @@ class _Asked:
 
 @dataclass
 class ModelCheckBudget:
-    """Estimated seconds (see SECONDS_PER_DETERMINISTIC) the tick may spend on checks.
+    """Estimated seconds (see PlacementModel.solve) the tick may spend on checks.
 
     Only counted work is charged, so the same input stops at the same check on an idle and
     on a busy machine. `wall_guard` (a time.perf_counter() deadline, the service's setting)
@@ -587,7 +586,8 @@ class Decider:
         local = scope is not None or neighbours is not None
         if local:
             limit = min(limit, LOCAL_CHECK_LIMIT_S)
-        run = (limit / SECONDS_PER_DETERMINISTIC, self.budget.seed)
+        # A "no" of a local model that is not closed proves nothing: only its "yes" is sought.
+        run = (limit, self.budget.seed, exact or not local)
         status, placements, spent, variables = self._answer(
             model_units, free, ledger, device_room, scope, run
         )
@@ -595,7 +595,7 @@ class Decider:
         # Building is charged by size, so the budget stays deterministic and still counts it;
         # an answer reused is charged as if the model were built and solved again.
         self.budget.spent += BUILD_SECONDS_PER_MODEL + variables * BUILD_SECONDS_PER_VARIABLE
-        self.budget.spent += spent * SECONDS_PER_DETERMINISTIC
+        self.budget.spent += spent
         if status is Feasibility.FEASIBLE:
             self._moved_and_admitted(ledger, action, model_units, placements)
             return ledger, True
@@ -626,11 +626,11 @@ class Decider:
         ledger: Plan,
         device_room: dict[tuple[int, str], int],
         scope: Scope | None,
-        run: tuple[float, int],
+        run: tuple[float, int, bool],
     ) -> tuple[Feasibility, list[NodeAssignment], float, int]:
-        """The model's verdict, placements, deterministic seconds and size: as `answers`
-        has them when this very model ran so before, else built and solved (`run`: its
-        deterministic limit and seed)."""
+        """The model's verdict, placements, estimated seconds and size: as `answers` has
+        them when this very model ran so before, else built and solved (`run`: its limit in
+        estimated seconds, its seed, and whether its "no" would prove anything)."""
         key = None
         if self.answers is not None:
             key = _model_key(
@@ -723,10 +723,10 @@ def _model_key(
     opened: list[np.ndarray],
     device_room: dict[tuple[int, str], int],
     scope: Scope | None,
-    run: tuple[float, int],
+    run: tuple[float, int, bool],
 ) -> tuple:
     """Everything PlacementModel reads to build a model of `units`, and how it is run (the
-    deterministic limit and the seed): equal keys, equal models, equal answers."""
+    limit, the seed and the search): equal keys, equal models, equal answers."""
     pools: set[int] = set()
     parts: list[object] = [scope, run, tuple(sorted(device_room.items()))]
     for unit in units:

@@ -174,7 +174,7 @@ def _check(
     action = problem.actions[candidate]
     units.append(Unit(("action", candidate), action.queue, action.items))
     model = PlacementModel(problem, units, free, opened, device_room or {})
-    verdict, placements, _ = model.solve(5.0, 0)
+    verdict, placements, _ = model.solve(5.0, 0, proving=True)
     return verdict, placements
 
 
@@ -220,3 +220,45 @@ def test_an_untyped_gpu_leaves_a_device_whose_cap_is_spent() -> None:
         NodeAssignment(0, ((l4, 0),)),
         NodeAssignment(0, ((0, 1),)),
     ]
+
+
+def test_a_check_whose_no_proves_nothing_finds_a_trade_of_nodes_by_local_search() -> None:
+    # Seed: "Each container the action asks for must fit on a node ...". Forty pairs of 8-GPU
+    # nodes: one of each pair holds two 3-GPU actions, the other a 5-GPU and a 1-GPU one; a
+    # 4-GPU action fits only once a 3 and the 5 trade places (8 used on one node, 4 on the
+    # other). The complete search given the same limit ends without an answer on this model;
+    # local search from where the actions are finds the trade.
+    pairs = 40
+    snap = SnapshotBuilder().queue("q").cluster("c")
+    snap.pool("h100", cpu="96", memory="1Ti", accelerator="H100", accelerators=8, nodes=2 * pairs)
+    for i in range(pairs):
+        snap.queued(f"a{i}", queue="q", gpu=3).queued(f"b{i}", queue="q", gpu=3)
+        snap.queued(f"c{i}", queue="q", gpu=5).queued(f"d{i}", queue="q", gpu=1)
+    snap.queued("new", queue="q", gpu=4)
+    problem = compile_snapshot(snap.build())
+    by_id = {a.id: a for a in problem.actions}
+    units = [
+        Unit(("action", a.index), a.queue, a.items, NodeAssignment(0, ((0, node),)))
+        for i in range(pairs)
+        for name, node in (
+            (f"a{i}", 2 * i),
+            (f"b{i}", 2 * i),
+            (f"c{i}", 2 * i + 1),
+            (f"d{i}", 2 * i + 1),
+        )
+        for a in [by_id[name]]
+    ]
+    units.append(Unit(("action", by_id["new"].index), by_id["new"].queue, by_id["new"].items))
+    free = [pool.room - pool.used for pool in problem.pools]
+    opened = [np.arange(pool.max_nodes) < pool.nodes for pool in problem.pools]
+    model = PlacementModel(problem, units, free, opened, {})
+
+    verdict, placements, spent = model.solve(0.1, 0, proving=False)
+
+    assert verdict is Feasibility.FEASIBLE
+    assert spent <= 0.1 + 0.01  # the limit, and no more than one check of it
+    gpus = np.zeros(2 * pairs, dtype=np.int64)
+    for unit, placement in zip(units, placements, strict=True):
+        ((_, node),) = placement.spots
+        gpus[node] += sum(item.gpus for item in unit.items)
+    assert gpus.max() <= 8
