@@ -749,11 +749,18 @@ def _model_key(
 
 def _size(units: list[Unit], ledger: Plan, scope: Scope | None) -> int:
     """How many (container, node) choices a model of `units` would have, at most."""
+    # Containers of one pool set share their `pools` mapping (solver.placement.problem).
+    by_pools: dict[int, int] = {}
     total = 0
     for unit in units:
         for item in unit.items:
-            for pools in item.pools.values():
-                for p in pools:
-                    if scope is None or p in scope.pools:
-                        total += len(ledger.free[p])
+            choices = by_pools.get(id(item.pools))
+            if choices is None:
+                choices = by_pools[id(item.pools)] = sum(
+                    len(ledger.free[p])
+                    for pools in item.pools.values()
+                    for p in pools
+                    if scope is None or p in scope.pools
+                )
+            total += choices
     return total

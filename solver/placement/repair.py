@@ -234,45 +234,60 @@ def _in_the_way(
     unit first (the easiest to place again), over at most `most_nodes` nodes; at most
     MAX_EJECTIONS of them, then at most MAX_PAIRS pairs of units on one node that leave room
     together (and neither alone)."""
-    blocked: list[tuple[float, int, int, Item]] = []  # (shortfall, pool, node, container)
-    for item in items:
+    shares: list[np.ndarray] = []  # per container, its nodes short of room: how far short,
+    pools: list[np.ndarray] = []  # the pool,
+    nodes: list[np.ndarray] = []  # the node,
+    containers: list[np.ndarray] = []  # and which container
+    for k, item in enumerate(items):
         # Every node of its pools at once, in the order of its clusters and their pools.
-        nodes = movable.eligible_nodes(item, clusters)
-        if not nodes.pools:
+        eligible = movable.eligible_nodes(item, clusters)
+        if not eligible.pools:
             continue
-        free = np.concatenate([ledger.free[p] for p in nodes.pools])
+        free = np.concatenate([ledger.free[p] for p in eligible.pools])
         # Nodes without room for it now that would have it next to the running work.
         short = np.maximum(item.request - free, 0)
-        candidates = (nodes.base >= item.request).all(axis=1) & short.any(axis=1)
+        rows = np.flatnonzero((eligible.base >= item.request).all(axis=1) & short.any(axis=1))
         # How far short, as the largest share of a node's room on one dimension.
-        share = (short / nodes.room).max(axis=1)
-        rows = np.flatnonzero(candidates)
-        for shortfall, p, node in zip(
-            share[rows].tolist(), nodes.pool[rows].tolist(), nodes.node[rows].tolist(), strict=True
-        ):
-            if (p, node) in ledger.node_units:
-                blocked.append((shortfall, p, node, item))
-    blocked.sort(key=lambda b: b[:3])
+        shares.append((short[rows] / eligible.room[rows]).max(axis=1))
+        pools.append(eligible.pool[rows])
+        nodes.append(eligible.node[rows])
+        containers.append(np.full(len(rows), k))
+    if not shares:
+        return []
+    pool_of, node_of = np.concatenate(pools), np.concatenate(nodes)
+    # The least short first, then by pool and node; a stable sort keeps the containers' order.
+    order = np.lexsort((node_of, pool_of, np.concatenate(shares))).tolist()
+    pool_of, node_of = pool_of.tolist(), node_of.tolist()
+    container_of = np.concatenate(containers).tolist()
     # Every unit of the nodes looked at, one row a unit in the nodes' order, tested together:
     # the first of each list found in that order are those a walk node by node would find.
     keys: list[UnitKey] = []
     freed: list[np.ndarray] = []
-    lacking: list[np.ndarray] = []  # what each node lacks for its container
+    node_free: list[np.ndarray] = []  # per node with units, its free room now
+    node_container: list[int] = []  # and the container it is short for
     counts: list[int] = []
-    pair_rows: list[np.ndarray] = []
-    for _, p, node, item in blocked[:most_nodes]:
+    looked_at = 0
+    for row in order:
+        if looked_at == most_nodes:
+            break
+        p, node = pool_of[row], node_of[row]
+        if (p, node) not in ledger.node_units:
+            continue
+        looked_at += 1
         on_node, frees = movable.on_node(ledger, p, node)
         if not on_node:
             continue
-        pair_rows.append(len(keys) + _PAIRS[len(on_node)])
         keys += on_node
         freed.append(frees)
-        lacking.append(item.request - ledger.free[p][node])
+        node_free.append(ledger.free[p][node])
+        node_container.append(container_of[row])
         counts.append(len(on_node))
     if not keys:
         return []
     unit_frees = np.concatenate(freed)
-    node_lacks = np.repeat(np.array(lacking), counts, axis=0)  # a row a unit, as unit_frees
+    requests = np.array([item.request for item in items])
+    lacking = requests[node_container] - np.array(node_free)  # what each node lacks
+    node_lacks = np.repeat(lacking, counts, axis=0)  # a row a unit, as unit_frees
     alone = np.all(unit_frees >= node_lacks, axis=1)
     singles: list[tuple[UnitKey, ...]] = []
     seen: set[UnitKey] = set()
@@ -282,7 +297,10 @@ def _in_the_way(
             singles.append((keys[row],))
             if len(singles) == MAX_EJECTIONS:
                 break
-    first, second = np.concatenate(pair_rows).T
+    # The pairs of each node's units, numbered as rows of unit_frees.
+    pairs_on = [_PAIRS[count] for count in counts]
+    starts = np.repeat(np.cumsum(counts) - counts, [len(rows) for rows in pairs_on])
+    first, second = (np.concatenate(pairs_on) + starts[:, None]).T
     together = np.all(unit_frees[first] + unit_frees[second] >= node_lacks[first], axis=1)
     together &= ~alone[first] & ~alone[second]
     chosen = np.flatnonzero(together)[:MAX_PAIRS]
