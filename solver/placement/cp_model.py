@@ -38,6 +38,9 @@ LOCAL_SECONDS_PER_DETERMINISTIC = 1.2
 # search takes over: the small models' answers (most take under 0.005 deterministic seconds,
 # either way) and no more (docs/decisions.md, D446).
 COMPLETE_SEARCH_FIRST_S = 0.012
+# Above this many variables that start settles nothing (at M, L and Alibaba's cold start, none
+# above 1,201) and loading the model twice costs more than it: local search starts at once.
+COMPLETE_SEARCH_FIRST_VARIABLES = 2_000
 
 
 class Feasibility(StrEnum):
@@ -316,19 +319,25 @@ class PlacementModel:
     ) -> tuple[Feasibility, list[NodeAssignment], float]:
         """The verdict, the placements when feasible, and the estimated seconds it took.
 
-        `proving`: whether the caller takes a "no" as a proof. When it does not, the
-        complete search gets a short start, which settles the small models either way,
-        and local search from the hint has the rest of `limit_s`: placements that need a
-        few decided units to trade nodes are its strength, where the complete search
-        spends its whole limit without an answer (docs/engine/exactness.md).
+        `proving`: whether the caller takes a "no" as a proof. When it does not, a small
+        model's complete search gets a short start, which settles those either way, and
+        local search from the hint has the rest of `limit_s`: placements that need a few
+        decided units to trade nodes are its strength, where the complete search spends
+        its whole limit without an answer (docs/engine/exactness.md).
         """
-        limit = limit_s if proving else min(limit_s, COMPLETE_SEARCH_FIRST_S)
-        response = self._search(limit / SECONDS_PER_DETERMINISTIC, seed, local=False)
-        spent = response.deterministic_time * SECONDS_PER_DETERMINISTIC
+        response = None
+        spent = 0.0
+        if proving or self.num_variables <= COMPLETE_SEARCH_FIRST_VARIABLES:
+            limit = limit_s if proving else min(limit_s, COMPLETE_SEARCH_FIRST_S)
+            response = self._search(limit / SECONDS_PER_DETERMINISTIC, seed, local=False)
+            spent = response.deterministic_time * SECONDS_PER_DETERMINISTIC
         left = limit_s - spent
-        if response.status == cp_model_helper.UNKNOWN and not proving and left > 0:
+        undecided = response is None or response.status == cp_model_helper.UNKNOWN
+        if undecided and not proving and left > 0:
             response = self._search(left / LOCAL_SECONDS_PER_DETERMINISTIC, seed, local=True)
             spent += response.deterministic_time * LOCAL_SECONDS_PER_DETERMINISTIC
+        if response is None:
+            return Feasibility.UNKNOWN, [], spent
         if response.status in (cp_model_helper.OPTIMAL, cp_model_helper.FEASIBLE):
             values = np.array(response.solution, dtype=np.int64)
             return Feasibility.FEASIBLE, self._placements(values), spent
