@@ -237,16 +237,14 @@ def test_a_check_whose_no_proves_nothing_finds_a_trade_of_nodes_by_local_search(
     snap.queued("new", queue="q", gpu=4)
     problem = compile_snapshot(snap.build())
     by_id = {a.id: a for a in problem.actions}
+    # Each placed action's node: a pair's two 3s on its first node, the 5 and the 1 on its second.
+    where: dict[str, int] = {}
+    for i in range(pairs):
+        where |= {f"a{i}": 2 * i, f"b{i}": 2 * i, f"c{i}": 2 * i + 1, f"d{i}": 2 * i + 1}
     units = [
-        Unit(("action", a.index), a.queue, a.items, NodeAssignment(0, ((0, node),)))
-        for i in range(pairs)
-        for name, node in (
-            (f"a{i}", 2 * i),
-            (f"b{i}", 2 * i),
-            (f"c{i}", 2 * i + 1),
-            (f"d{i}", 2 * i + 1),
-        )
-        for a in [by_id[name]]
+        Unit(("action", a.index), a.queue, a.items, NodeAssignment(0, ((0, where[a.id]),)))
+        for a in problem.actions
+        if a.id in where
     ]
     units.append(Unit(("action", by_id["new"].index), by_id["new"].queue, by_id["new"].items))
     free = [pool.room - pool.used for pool in problem.pools]
