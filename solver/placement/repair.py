@@ -177,8 +177,8 @@ def repair(
         unit_clusters = ledger.candidate_clusters(unit_items, unit_queue)
         behind = [
             group
-            for group in _in_the_way(ledger, unit_items, unit_clusters, movable, CHAIN_NODES)
-            if len(group) == 1 and group[0] != unit
+            for group in _in_the_way(ledger, unit_items, unit_clusters, movable, CHAIN_NODES, 0)
+            if group[0] != unit
         ]
         for (other,) in behind[:MAX_CHAINED]:
             found = _moved_out(ledger, (unit, other), queue, items, charge)
@@ -228,12 +228,13 @@ def _in_the_way(
     clusters: list[int],
     movable: MovableUnits,
     most_nodes: int = MAX_NODES,
+    most_pairs: int = MAX_PAIRS,
 ) -> list[tuple[UnitKey, ...]]:
     """Decided units that leave room for one of the containers on a node they sit on, once
     gone: node by node, those short of the least room first, and on a node the smallest
     unit first (the easiest to place again), over at most `most_nodes` nodes; at most
-    MAX_EJECTIONS of them, then at most MAX_PAIRS pairs of units on one node that leave room
-    together (and neither alone)."""
+    MAX_EJECTIONS of them, then at most `most_pairs` pairs of units on one node that leave
+    room together (and neither alone)."""
     shares: list[np.ndarray] = []  # per container, its nodes short of room: how far short,
     pools: list[np.ndarray] = []  # the pool,
     nodes: list[np.ndarray] = []  # the node,
@@ -297,13 +298,15 @@ def _in_the_way(
             singles.append((keys[row],))
             if len(singles) == MAX_EJECTIONS:
                 break
+    if not most_pairs:
+        return singles
     # The pairs of each node's units, numbered as rows of unit_frees.
     pairs_on = [_PAIRS[count] for count in counts]
     starts = np.repeat(np.cumsum(counts) - counts, [len(rows) for rows in pairs_on])
     first, second = (np.concatenate(pairs_on) + starts[:, None]).T
     together = np.all(unit_frees[first] + unit_frees[second] >= node_lacks[first], axis=1)
     together &= ~alone[first] & ~alone[second]
-    chosen = np.flatnonzero(together)[:MAX_PAIRS]
+    chosen = np.flatnonzero(together)[:most_pairs]
     pairs = [
         (keys[a], keys[b])
         for a, b in zip(first[chosen].tolist(), second[chosen].tolist(), strict=True)
