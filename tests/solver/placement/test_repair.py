@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from models.result import TickResult
 from models.snapshot import Snapshot
 from solver import TickOptions, tick
 from tests.support.builders import SnapshotBuilder
@@ -25,15 +26,21 @@ def _line(waiting: list[tuple[str, int, dict[str, str] | None]]) -> Snapshot:
     return builder.build()
 
 
+def _repaired(snapshot: Snapshot, result: TickResult) -> tuple[list[str], dict[str, str]]:
+    """The tick's admissions, checked against the oracle's and made with no model, and the
+    pool each admission landed in."""
+    admitted = [s.action for s in result.scheduled]
+    assert admitted == decide(snapshot).admitted
+    assert result.solver.model_solves == 0
+    return admitted, {s.action: s.containers[0].node_pool for s in result.scheduled}
+
+
 def test_one_admission_moved_elsewhere_makes_room_without_a_model() -> None:
     # Best-fit puts a (6) on the first pool's node; b (4) can only use that pool, and finds
     # 2 GPUs there. Moving a to pool y gives b its room: the oracle admits both.
     snapshot = _line([("a", 6, None), ("b", 4, {"only": "x"})])
     result = tick(snapshot, TickOptions())
-    assert [s.action for s in result.scheduled] == decide(snapshot).admitted == ["a", "b"]
-    placed = {s.action: s.containers[0].node_pool for s in result.scheduled}
-    assert placed == {"a": "y", "b": "x"}
-    assert result.solver.model_solves == 0
+    assert _repaired(snapshot, result) == (["a", "b"], {"a": "y", "b": "x"})
     assert result.solver.status.value == "optimal"
 
 
@@ -41,11 +48,10 @@ def test_two_admissions_moved_off_one_node_make_room_without_a_model() -> None:
     # a (4) and b (4) fill pool x's node; c (8) may only use pool x, and neither move alone
     # makes room for it: moving both to pool y does.
     snapshot = _line([("a", 4, None), ("b", 4, None), ("c", 8, {"only": "x"})])
-    result = tick(snapshot, TickOptions())
-    assert [s.action for s in result.scheduled] == decide(snapshot).admitted == ["a", "b", "c"]
-    placed = {s.action: s.containers[0].node_pool for s in result.scheduled}
-    assert placed == {"a": "y", "b": "y", "c": "x"}
-    assert result.solver.model_solves == 0
+    assert _repaired(snapshot, tick(snapshot, TickOptions())) == (
+        ["a", "b", "c"],
+        {"a": "y", "b": "y", "c": "x"},
+    )
 
 
 def test_no_repair_when_the_time_limit_is_spent() -> None:
@@ -72,12 +78,8 @@ def test_a_repair_sees_the_units_a_node_holds_now() -> None:
         .queued("f", queue="q", gpu="H100:4", selector={"only": "x"})
         .build()
     )
-    result = tick(snapshot, TickOptions())
-    admitted = decide(snapshot).admitted
-    assert [s.action for s in result.scheduled] == admitted == ["a", "b", "e", "f"]
-    placed = {s.action: s.containers[0].node_pool for s in result.scheduled}
-    assert placed == {"a": "y", "b": "x", "e": "z", "f": "x"}
-    assert result.solver.model_solves == 0
+    placed = {"a": "y", "b": "x", "e": "z", "f": "x"}
+    assert _repaired(snapshot, tick(snapshot, TickOptions())) == (["a", "b", "e", "f"], placed)
 
 
 def test_two_admissions_trading_places_make_room_without_a_model() -> None:
@@ -87,8 +89,7 @@ def test_two_admissions_trading_places_make_room_without_a_model() -> None:
     # alone leaves it no node (3 and 4 free), but a and b trading places makes room for c:
     # a chain of two moves, the second in the way of the first.
     snapshot = _line([("a", 5, None), ("b", 4, None), ("c", 4, {"only": "x"})])
-    result = tick(snapshot, TickOptions())
-    assert [s.action for s in result.scheduled] == decide(snapshot).admitted == ["a", "b", "c"]
-    placed = {s.action: s.containers[0].node_pool for s in result.scheduled}
-    assert placed == {"a": "y", "b": "x", "c": "x"}
-    assert result.solver.model_solves == 0
+    assert _repaired(snapshot, tick(snapshot, TickOptions())) == (
+        ["a", "b", "c"],
+        {"a": "y", "b": "x", "c": "x"},
+    )
