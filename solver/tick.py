@@ -156,7 +156,10 @@ def _tick(
         quota=quota,
         solver=solver,
     )
-    return result, TickState(problem, failures, plan, refusals, answers or {})
+    state = TickState(
+        problem, failures, plan, refusals, answers or {}, beyond_best_fit=decider.beyond_best_fit
+    )
+    return result, state
 
 
 def _gpus(problem: Problem, plan: Plan) -> int:

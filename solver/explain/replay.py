@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from models.explanation import Change, Suggestion
-from models.result import TickResult
+from models.result import TickResult, WaitReason
 from models.snapshot import (
     Action,
     Snapshot,
@@ -36,9 +36,9 @@ from solver.placement.problem import compile_snapshot
 from solver.placement.resume import Decided, TickState, first_touched, resume
 from solver.tick import TickOptions
 
-# Replays one explanation may spend, and the time limit of each replayed tick (estimated
-# seconds of model checks, as TickOptions counts them: reproducible). Past either, what is
-# left is reported unproven rather than offered.
+# Replays one explanation may spend, and what each may spend on checks of its own (estimated
+# seconds, as TickOptions counts them: reproducible) beside the tick's budget, which it
+# follows as the tick would. Past either, what is left is reported unproven, not offered.
 MOST_REPLAYS = 8
 REPLAY_LIMIT_S = 0.2
 # Actions of the line the tick did not decide that a proof would decide, from the first the
@@ -56,7 +56,7 @@ class Replayed:
     message: str  # why it waits or fails when it does not run
     let_in: list[str]  # actions ahead of it the change lets in, in global order
     displaced: list[str]  # actions ahead of it scheduled now that no longer are
-    finished: bool  # the replayed tick decided all of it within its time limit
+    finished: bool  # the replay decided all of it as the whole tick would, within its allowance
 
 
 class Replayer:
@@ -97,8 +97,7 @@ class Replayer:
         before its turn stops there (the Replayed says only that it does not run)."""
         if not self.within_budget():
             return None
-        limit = min(REPLAY_LIMIT_S, self.options.time_limit_s)
-        return self.resumed(changes, limit, whether)
+        return self.resumed(changes, REPLAY_LIMIT_S, whether)
 
     def tick_state(self) -> TickState:
         if self.state is None:
@@ -106,10 +105,11 @@ class Replayer:
         return self.state
 
     def resumed(
-        self, changes: list[Change], time_limit_s: float, whether: bool = False
+        self, changes: list[Change], proof_limit_s: float, whether: bool = False
     ) -> Replayed:
         """The tick resumed on its own compiled problem with the changes made to it, from
-        the first action they can touch up to this one (solver.placement.resume)."""
+        the first action they can touch up to this one (solver.placement.resume), with the
+        tick's options and at most `proof_limit_s` of checks of its own."""
         state = self.tick_state()
         changed = apply_changes(self.snapshot, self.action_id, changes)
         patched = patch(state, self.snapshot, changed, self.action_id, changes, ahead_only=True)
@@ -127,9 +127,10 @@ class Replayer:
             target,
             touched,
             patched.absent,
-            time_limit_s,
+            self.options.time_limit_s,
             self.options.seed,
             proving=True,
+            proof_limit_s=proof_limit_s,
             until_refused=whether,
             compiled=frozenset(patched.actions),
             room_touched=room,
@@ -386,7 +387,11 @@ def state_of(snapshot: Snapshot, result: TickResult | None) -> TickState:
     rest = [a for a in problem.actions if a.index not in decided]
     if rest:
         failures.update(fail_fast(problem.changed(actions=rest)))
-    return TickState(problem, failures, plan, refusals)
+    # Of its checks' budget the result tells only where it ran out (the first wait for the
+    # limit), not what was spent before: a proof starting ahead of that has all of it.
+    cut = min((i for i, r in refusals.items() if r.reason is WaitReason.SOLVER_LIMIT), default=None)
+    turns = {} if cut is None else {cut: (0.0, 0.0, True)}
+    return TickState(problem, failures, plan, refusals, beyond_best_fit=turns)
 
 
 def _short(replayed: Replayed) -> str:

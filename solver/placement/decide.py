@@ -166,6 +166,11 @@ class ModelCheckBudget:
     Only counted work is charged, so the same input stops at the same check on an idle and
     on a busy machine. `wall_guard` (a time.perf_counter() deadline, the service's setting)
     is the one exception, flagged apart: checked between checks, never inside CP-SAT.
+
+    A proof (solver.placement.resume) walks on from the tick's own budget as it stood, and
+    may spend at most up to `proof_until` of its own: a check it cannot pay for as the tick
+    would grant it stops the proof (`proof_cut`), rather than run with less and answer what
+    the tick would not.
     """
 
     time_limit_s: float
@@ -174,6 +179,8 @@ class ModelCheckBudget:
     spent: float = 0.0
     limit_hit: bool = False
     wall_guard_hit: bool = False
+    proof_until: float | None = None
+    proof_cut: bool = False
 
     def exhausted(self) -> bool:
         # A check costs at least building its model; with less left, none starts.
@@ -185,7 +192,28 @@ class ModelCheckBudget:
             and time.perf_counter() >= self.wall_guard
         ):
             self.wall_guard_hit = True
-        return self.limit_hit or self.wall_guard_hit
+        return self.stopped
+
+    @property
+    def stopped(self) -> bool:
+        """No further check runs: the limit, the wall guard or a proof's own allowance."""
+        return self.limit_hit or self.wall_guard_hit or self.proof_cut
+
+    def granted(self, limit_s: float, complete: bool) -> float | None:
+        """The limit a check the tick grants `limit_s` runs under here, or None (and the
+        proof cut) when a proof cannot pay for it. A complete search finds what it finds in
+        the same deterministic time whatever its limit, so a proof may run it with less and
+        take any answer; local search's batches follow its limit (PlacementModel.solve), so
+        it runs with the tick's grant or not at all."""
+        if self.proof_until is None:
+            return limit_s
+        left = self.proof_until - self.spent - BUILD_SECONDS_PER_MODEL
+        if left >= limit_s:
+            return limit_s
+        if complete and left > 0:
+            return left
+        self.proof_cut = True
+        return None
 
 
 @dataclass
@@ -225,6 +253,10 @@ class Decider:
         self._unrepaired = NoRoomMemo()
         self._unrepaired_at = -1
         self._movable = MovableUnits(problem)
+        # Per action whose turn needed more than caps, limits and best-fit (a repair, a bound
+        # or a model), the budget before and after it, and whether the limit was hit then:
+        # what a proof resuming this walk reads (solver.placement.resume).
+        self.beyond_best_fit: dict[int, tuple[float, float, bool]] = {}
 
     def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
@@ -332,6 +364,21 @@ class Decider:
         if placement is not None or not items:
             self._admit(ledger, action, placement)
             return ledger
+        spent = self.budget.spent
+        verdict = self._beyond_best_fit(ledger, action, items, capped, shapes)
+        self.beyond_best_fit[action.index] = (spent, self.budget.spent, self.budget.limit_hit)
+        return verdict
+
+    def _beyond_best_fit(
+        self,
+        ledger: Plan,
+        action: ActionInfo,
+        items: list[Item],
+        capped: Refusal | None,
+        shapes: NoRoomMemo,
+    ) -> Plan | Refusal:
+        """Admit `action`, which best-fit did not place, by a repair or the model, or say why
+        not (what no bound or model can lift is `capped`)."""
         clusters = ledger.candidate_clusters(items, action.queue)
         if not self._may_fit(items, clusters):
             checked: Plan | Refusal = capped or NO_ROOM
@@ -460,7 +507,7 @@ class Decider:
             solution, proven = self._solve_in(ledger, action, items, None, exact=True)
             if solution is not None:
                 return solution, True
-            if self.budget.limit_hit:
+            if self.budget.stopped:
                 return OUT_OF_TIME, False
         else:
             neighbours = closure.neighbourhood(ledger, items, clusters)
@@ -481,7 +528,7 @@ class Decider:
                 if solution is not None:
                     return solution, True
                 proven = proven and exact
-                if self.budget.limit_hit:
+                if self.budget.stopped:
                     return OUT_OF_TIME, False
             if not proven:
                 # The neighbourhood free to go anywhere, as the packing tried: its "yes" is
@@ -489,7 +536,7 @@ class Decider:
                 solution, _ = self._solve_in(ledger, action, items, None, False, neighbours)
                 if solution is not None:
                     return solution, True
-                if self.budget.limit_hit:
+                if self.budget.stopped:
                     return OUT_OF_TIME, False
         if not proven:
             self.stats.unproven_refusals += 1
@@ -587,7 +634,11 @@ class Decider:
         if local:
             limit = min(limit, LOCAL_CHECK_LIMIT_S)
         # A "no" of a local model that is not closed proves nothing: only its "yes" is sought.
-        run = (limit, self.budget.seed, exact or not local)
+        complete = exact or not local
+        granted = self.budget.granted(limit, complete)
+        if granted is None:
+            return None, False
+        run = (granted, self.budget.seed, complete)
         status, placements, spent, variables = self._answer(
             model_units, free, ledger, device_room, scope, run
         )
@@ -599,7 +650,9 @@ class Decider:
         if status is Feasibility.FEASIBLE:
             self._moved_and_admitted(ledger, action, model_units, placements)
             return ledger, True
-        if status is Feasibility.UNKNOWN and not local:
+        if status is Feasibility.UNKNOWN and granted < limit:
+            self.budget.proof_cut = True  # the tick's grant might have found an answer
+        elif status is Feasibility.UNKNOWN and not local:
             self.budget.limit_hit = True
         return None, status is Feasibility.INFEASIBLE and exact
 

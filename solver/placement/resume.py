@@ -21,14 +21,20 @@ the same answer:
   not fit with more (admissions are downward closed). A strict line whose refused head gets in is
   touched from there on.
 
+Either holds only as far as the checks' budget goes: the walk spends the tick's budget as it
+stood at `start`, and a decision the tick took beyond best-fit (a repair, a bound, a model)
+stands only while the walk has let nothing in and its budget is where the tick's was (then
+charged the same); a wait for the tick's limit stands only once the walk's budget has run out
+too. Past the limit, best-fit has the last word, as in the tick.
+
 Once something the tick admitted is refused (displaced), neither holds for what follows,
 and every later action is decided again, unless the caller only wanted to know that: a
-proof (`proving`) stops there, and as soon as the checks' time limit is hit, past which
-no walk proves anything.
+proof (`proving`) stops there, and when it would spend more of its own than it is allowed.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -104,6 +110,10 @@ class TickState:
     plan: Plan  # the tick's answer: admissions where it put them
     refusals: dict[int, Refusal]  # every pending action neither admitted nor failed
     answers: ModelAnswers = field(default_factory=dict)  # its placement models' (Decider)
+    # Its turns that needed more than best-fit, with its checks' budget before and after each
+    # (Decider.beyond_best_fit): where a proof's budget stands. A state rebuilt from a result
+    # (solver.explain.replay.state_of) knows only where the limit was hit.
+    beyond_best_fit: dict[int, tuple[float, float, bool]] = field(default_factory=dict)
     # What explanations of this tick compile of the worlds they freeze (solver.explain.frozen):
     # the fleet's container shapes and its running work's charges, compiled once for all.
     worlds: CompileCache = field(default_factory=CompileCache)
@@ -113,6 +123,7 @@ class TickState:
     _undecided: tuple[TickResult, np.ndarray] | None = None
     _decided: tuple[TickResult, Decided] | None = None
     _components: np.ndarray | None = None
+    _spending: tuple[list[int], list[tuple[float, float, bool]]] | None = None
 
     def decided(self, result: TickResult) -> Decided:
         """`result`'s decisions by action id, kept for the last result asked about: every
@@ -159,6 +170,17 @@ class TickState:
             self._pending = (snapshot, [by_id[a.id] for a in self.problem.actions])
         return self._pending[1]
 
+    def budget_at(self, start: int) -> tuple[float, bool]:
+        """The checks' budget spent ahead of position `start`, and whether the limit was hit
+        by then: where a whole tick of a change that alters nothing ahead of `start` stands
+        there too."""
+        if self._spending is None:
+            turns = sorted(self.beyond_best_fit)
+            self._spending = (turns, [self.beyond_best_fit[i] for i in turns])
+        turns, spending = self._spending
+        k = bisect_left(turns, start)
+        return (spending[k - 1][1], spending[k - 1][2]) if k else (0.0, False)
+
     def ledger_at(self, start: int, absent: frozenset[int] = frozenset()) -> Plan:
         """A plan of the tick's admissions ahead of `start` (none of `absent`), where the
         tick put them: the walk's state at `start`. Shared ones are kept: fork before use."""
@@ -198,7 +220,7 @@ class Resumed:
     failures: dict[int, Failure]
     let_in: list[int]  # refused or undecided by the tick, admitted now
     displaced: list[int]  # admitted by the tick, refused now
-    finished: bool  # no model check was cut short by the limit
+    finished: bool  # no check a whole tick would make was left out (the proof's allowance)
     stopped: bool  # `proving`, and the walk stopped where it could no longer prove the change
 
 
@@ -212,6 +234,7 @@ def resume(
     time_limit_s: float = 2.0,
     seed: int = 0,
     proving: bool = False,
+    proof_limit_s: float | None = None,
     until_refused: bool = False,
     compiled: frozenset[int] = frozenset(),
     room_touched: Callable[[ActionInfo], bool] | None = None,
@@ -233,8 +256,16 @@ def resume(
     action was moved to (routed to a queue of another priority): what the tick decided there
     was another action's, so they are decided afresh (they must be `touched` and `compiled`).
     `answers` are placement models solved before (Decider): by the tick, and by the other
-    walks of its explanations, which meet many of the same models again. With `proving`,
-    the walk stops at the first displaced action or once the limit is hit (not finished).
+    walks of its explanations, which meet many of the same models again.
+
+    The checks' budget is the tick's (`time_limit_s`, `seed`), as it stood at `start`
+    (TickState.budget_at): past its limit best-fit has the last word, as in the tick. A
+    decision of the tick that needed more than best-fit stands only while the walk has let
+    nothing in and its budget is where the tick's was before it, and is charged what the
+    tick spent on it; a wait for the tick's limit stands only once the walk's budget has run
+    out too. With `proving`,
+    the walk stops at the first displaced action, and once it would spend more than
+    `proof_limit_s` of its own (ModelCheckBudget.granted: not finished).
     With `until_refused`, it also stops once the action at `stop` is sure to be refused
     there: a strict head of its queue refused ahead of it, or a cap or limit of its queue
     (other than a device cap, which a move may lift) that refuses it already, since the walk
@@ -261,7 +292,15 @@ def resume(
     # count skips what it is given as failed).
     deep = over_depth(line, failures | dict.fromkeys(absent, TAKEN_OUT))
     ledger = state.ledger_at(start, absent).fork(line)
-    decider = Decider(line, failures, deep, ModelCheckBudget(time_limit_s, seed), answers)
+    spent, limit_hit = state.budget_at(start)
+    budget = ModelCheckBudget(
+        time_limit_s,
+        seed,
+        spent=spent,
+        limit_hit=limit_hit,
+        proof_until=None if proof_limit_s is None else spent + proof_limit_s,
+    )
+    decider = Decider(line, failures, deep, budget, answers)
     heads: dict[int, int] = {}
     for i in sorted(state.refusals):
         if i >= start:
@@ -277,6 +316,25 @@ def resume(
     displaced: list[int] = []
     opened: set[int] = set()  # queues whose strict head the change let in
     goal = line.actions[stop]
+
+    def stands(action: ActionInfo, changed: Callable[[ActionInfo], bool]) -> bool:
+        """Whether the tick's decision for `action` stands as far as the checks' budget
+        goes: it took no more than best-fit, or it did with the walk's budget where the
+        tick's was and nothing let in ahead of it, for an action the change leaves alone
+        (`changed`: with a cap raised or room given, best-fit may place it at no cost)."""
+        turn = state.beyond_best_fit.get(action.index)
+        if turn is not None:
+            return turn[0] == budget.spent and not let_in and not changed(action)
+        refusal = state.refusals.get(action.index)
+        return (
+            refusal is None or refusal.reason is not WaitReason.SOLVER_LIMIT or budget.exhausted()
+        )
+
+    def charge(i: int) -> None:
+        """The budget after the tick's decision at `i`, which stands."""
+        turn = state.beyond_best_fit.get(i)
+        if turn is not None:
+            budget.spent, budget.limit_hit = turn[1], turn[2]
 
     def refused_for_sure(action: ActionInfo) -> bool:
         """Whether, after `action`'s turn, the action at `stop` is sure to be refused."""
@@ -298,8 +356,10 @@ def resume(
         elif (
             before
             and action.queue not in heads
+            and stands(action, touched)
             and _admit_where_it_was(state, ledger, action, dirty, compiled)
         ):
+            charge(i)
             if refused_for_sure(action):
                 break
             continue
@@ -312,12 +372,14 @@ def resume(
                 not touched(action)
                 or (state.refusals[i].reason in ROOM and not room_touched(action))
             )
+            and stands(action, room_touched)
         ):
             refusal = state.refusals[i]
+            charge(i)
         else:
             moves = ledger.moves
             verdict = decider.decide(ledger, action, heads, shapes)
-            if proving and (decider.budget.limit_hit or decider.budget.wall_guard_hit):
+            if proving and budget.proof_cut:
                 break  # unfinished, whatever follows: no proof
             if isinstance(verdict, Plan):
                 ledger = verdict
@@ -342,7 +404,6 @@ def resume(
                 break
         if refused_for_sure(action):
             break
-    budget = decider.budget
     ledger.settle()
     return Resumed(
         plan=ledger,
@@ -350,8 +411,8 @@ def resume(
         failures={i: f for i, f in failures.items() if start <= i <= stop},
         let_in=let_in,
         displaced=displaced,
-        finished=not (budget.limit_hit or budget.wall_guard_hit),
-        stopped=proving and (bool(displaced) or budget.limit_hit or budget.wall_guard_hit),
+        finished=not budget.proof_cut,
+        stopped=proving and (bool(displaced) or budget.proof_cut),
     )
 
 

@@ -25,7 +25,7 @@ from solver.explain.patch import Patched, patch, reaches_room, touches
 from solver.placement.decide import ModelAnswers
 from solver.placement.problem import Item, Problem, compile_snapshot
 from solver.placement.resume import Resumed, TickState, first_touched, resume
-from solver.tick import tick_with_state
+from solver.tick import TickOptions, tick_with_state
 from tests.support.builders import SnapshotBuilder
 from tests.support.explain import OPTIONS
 from tests.support.generate import PACKING, SMALL, Size, random_snapshot
@@ -99,41 +99,81 @@ def test_the_resumed_tick_decides_what_a_whole_tick_of_the_changed_snapshot_does
     for seed in range(FLEETS):
         rng = random.Random(seed)
         snapshot = random_snapshot(rng, size)
-        queued = [a.id for a in snapshot.actions if a.state is ActionState.QUEUED]
-        if not queued:
-            continue
-        target = queued[-1]
-        change = _change(rng, snapshot, target)
-        if change is None:
-            continue
-        _, state = tick_with_state(snapshot, OPTIONS)
-        changed = apply_changes(snapshot, target, [change])
-        whole = tick(changed, OPTIONS)
-        patched = patch(state, snapshot, changed, target, [change])
-        line = patched.problem.actions
-        last = len(line) - 1
-        routed = change.kind is ChangeKind.ROUTE_TO_QUEUE
-        touched = touches(patched, patched.target if routed else last)
-        start = min(last, first_touched(state, touched, patched.absent, patched.hurts))
-        resumed = resume(state, patched.problem, start, last, touched, patched.absent,
-                         OPTIONS.time_limit_s, OPTIONS.seed,
-                         compiled=frozenset(patched.actions),
-                         room_touched=reaches_room(patched),
-                         arrived=patched.arrived)  # fmt: skip
-        ahead = {line[i].id for i in state.plan.admitted if i < start and i not in patched.absent}
-        scheduled = ahead | {line[i].id for i in resumed.plan.admitted if i >= start}
-        failed = {line[i].id for i in state.failures if i < start}
-        failed |= {line[i].id for i in resumed.failures}
-        checked += 1
-        decided = {a.id for a in line if a.index not in patched.absent}
-        want = {s.action for s in whole.scheduled} & decided
-        if scheduled != want or failed != {f.action for f in whole.failed} & decided:
-            failures.append(
-                f"seed {seed}, {change.kind.value} {change}: resumed from {start}: scheduled"
-                f" {sorted(scheduled)}, the whole tick {sorted(want)}"
-            )
+        compared = _against_a_whole_tick(rng, snapshot, OPTIONS)
+        if compared is not None:
+            checked += 1
+            if compared:
+                failures.append(f"seed {seed}, {compared}")
     assert failures == [], "\n".join(failures[:10])
     assert checked > FLEETS // 3
+
+
+# Fleets of 30 queued actions, and a limit that cuts some of their ticks after a model or two:
+# past it best-fit has the last word.
+CUT = Size(queued=30, nodes=8, running=6)
+CUT_OPTIONS = TickOptions(time_limit_s=0.002)
+
+
+def test_a_tick_cut_by_its_limit_is_resumed_with_its_budget_where_it_stood() -> None:
+    """Issue 18: "A suggestion is proven by re-running the whole tick on the changed
+    snapshot (the deterministic engine, same options)": its time limit too. Resumed from
+    where the tick's checks' budget stood, the walk of a tick its limit cut decides what a
+    whole tick of the changed snapshot does (D447): where that tick has run out, best-fit
+    has the last word; a decision the tick paid for with a model stands, and is charged,
+    only while the walk's budget is where the tick's was."""
+    failures: list[str] = []
+    checked = 0
+    for seed in range(400):
+        rng = random.Random(seed)
+        snapshot = random_snapshot(rng, CUT)
+        if not tick(snapshot, CUT_OPTIONS).solver.limit_hit:
+            continue
+        compared = _against_a_whole_tick(rng, snapshot, CUT_OPTIONS)
+        if compared is not None:
+            checked += 1
+            if compared:
+                failures.append(f"seed {seed}, {compared}")
+    assert failures == [], "\n".join(failures[:10])
+    assert checked >= 5
+
+
+def _against_a_whole_tick(
+    rng: random.Random, snapshot: Snapshot, options: TickOptions
+) -> str | None:
+    """For a random change to the line's last action: how the resumed line differs from a
+    whole tick of the changed snapshot ("" when it does not), None when there is no change
+    to make."""
+    queued = [a.id for a in snapshot.actions if a.state is ActionState.QUEUED]
+    if not queued:
+        return None
+    target = queued[-1]
+    change = _change(rng, snapshot, target)
+    if change is None:
+        return None
+    _, state = tick_with_state(snapshot, options)
+    changed = apply_changes(snapshot, target, [change])
+    whole = tick(changed, options)
+    patched = patch(state, snapshot, changed, target, [change])
+    line = patched.problem.actions
+    last = len(line) - 1
+    routed = change.kind is ChangeKind.ROUTE_TO_QUEUE
+    touched = touches(patched, patched.target if routed else last)
+    start = min(last, first_touched(state, touched, patched.absent, patched.hurts))
+    resumed = resume(state, patched.problem, start, last, touched, patched.absent,
+                     options.time_limit_s, options.seed, compiled=frozenset(patched.actions),
+                     room_touched=reaches_room(patched), arrived=patched.arrived)  # fmt: skip
+    ahead = {line[i].id for i in state.plan.admitted if i < start and i not in patched.absent}
+    scheduled = ahead | {line[i].id for i in resumed.plan.admitted if i >= start}
+    failed = {line[i].id for i in state.failures if i < start}
+    failed |= {line[i].id for i in resumed.failures}
+    decided = {a.id for a in line if a.index not in patched.absent}
+    want = {s.action for s in whole.scheduled} & decided
+    if scheduled != want or failed != {f.action for f in whole.failed} & decided:
+        return (
+            f"{change.kind.value} {change}: resumed from {start}: scheduled {sorted(scheduled)},"
+            f" the whole tick {sorted(want)}"
+        )
+    return ""
 
 
 def _resumed(state: TickState, patched: Patched, answers: ModelAnswers | None) -> Resumed:
@@ -237,17 +277,19 @@ def test_explanations_that_share_the_ticks_state_say_what_each_says_on_its_own()
 def _proof(
     state: TickState,
     patched: Patched,
-    time_limit_s: float,
+    allowance_s: float | None,
     proving: bool,
     until_refused: bool = False,
 ) -> tuple[bool, bool]:
     """(whether the walk finished, whether it runs the explained action displacing nothing
-    ahead of it): a proof's verdict, as solver.explain.replay reads it."""
+    ahead of it): a proof's verdict, as solver.explain.replay reads it, with `allowance_s`
+    of checks of its own."""
     target = patched.target
     touched = touches(patched, target)
     start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
     walked = resume(state, patched.problem, start, target, touched, patched.absent,
-                    time_limit_s, OPTIONS.seed, proving=proving, until_refused=until_refused,
+                    OPTIONS.time_limit_s, OPTIONS.seed, proving=proving,
+                    proof_limit_s=allowance_s, until_refused=until_refused,
                     compiled=frozenset(patched.actions), room_touched=reaches_room(patched),
                     arrived=patched.arrived)  # fmt: skip
     return walked.finished, walked.finished and target in walked.plan.admitted and (
@@ -255,7 +297,8 @@ def _proof(
     )
 
 
-# A limit that runs out at the first placement model a walk needs, and one that does not.
+# A proof's own allowance that runs out at the first placement model a walk needs, and one
+# that does not.
 LIMITS = {"tight": 0.0005, "ample": OPTIONS.time_limit_s}
 
 
@@ -263,12 +306,12 @@ LIMITS = {"tight": 0.0005, "ample": OPTIONS.time_limit_s}
 def test_a_proof_that_stops_early_gives_the_verdict_of_the_whole_walk_and_of_a_cold_tick(
     limit: str,
 ) -> None:
-    """A proof stops its walk at the first displaced action, and once its model checks run
-    out of their limit (D360): neither can turn into a yes further down. Its verdict is the
-    walk's decided to the explained action, and, when it finished, a cold tick's of the
-    changed snapshot: the action scheduled, and every action ahead that the tick schedules
-    now still scheduled. Asked only whether it works, a proof also stops once the action is
-    sure to be refused (D361): the same yes or no."""
+    """A proof stops its walk at the first displaced action, and once a check would cost
+    more than its own allowance (D360, D447): neither can turn into a yes further down. Its
+    verdict is the walk's decided to the explained action, and, when it finished, a cold
+    tick's of the changed snapshot: the action scheduled, and every action ahead that the
+    tick schedules now still scheduled. Asked only whether it works, a proof also stops
+    once the action is sure to be refused (D361): the same yes or no."""
     verdicts: Counter[tuple[bool, bool]] = Counter()
     for seed in range(FLEETS):
         rng = random.Random(seed)
@@ -284,13 +327,13 @@ def test_a_proof_that_stops_early_gives_the_verdict_of_the_whole_walk_and_of_a_c
         changed = apply_changes(snapshot, target, [change])
         patched = patch(state, snapshot, changed, target, [change], ahead_only=True)
         proof = _proof(state, patched, LIMITS[limit], proving=True)
-        assert proof == _proof(state, patched, LIMITS[limit], proving=False), f"seed {seed}"
         whether = _proof(state, patched, LIMITS[limit], proving=True, until_refused=True)
         assert whether[1] == proof[1], f"seed {seed}"
         verdicts[proof] += 1
         finished, runs = proof
         if not finished:
             continue
+        assert proof == _proof(state, patched, None, proving=False), f"seed {seed}"
         whole = {s.action for s in tick(changed, OPTIONS).scheduled}
         line = patched.problem.actions
         ahead = {line[i].id for i in range(patched.target) if i not in patched.absent}
