@@ -14,7 +14,7 @@ place in the new queue's priority, and the line then ends at it (`Patched.target
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -199,6 +199,7 @@ def _move(state: TickState, snapshot: Snapshot, found: Patched) -> None:
         ahead += bisect_left(line[t + 1 :], key(moved), key=key)
     if ahead > t:
         found.absent = found.absent | {t}
+        _gives_back_room(state, found, [t])  # admitted there, its room is free ahead of it
         ahead += 1  # its old place, kept
     found.target = ahead
     found.arrived = frozenset({ahead})
@@ -206,6 +207,19 @@ def _move(state: TickState, snapshot: Snapshot, found: Patched) -> None:
     found.problem = problem.changed(actions=[*line[:ahead], replace(moved, index=ahead)])
     if t not in state.failures:
         found.queues.add(state.problem.actions[t].queue)
+
+
+def _gives_back_room(state: TickState, found: Patched, taken_out: Iterable[int]) -> None:
+    """The clusters and pools where actions taken out of the line had been admitted: their
+    room is free to every action routed there."""
+    for i in taken_out:
+        placement = state.plan.admitted.get(i)
+        env = state.problem.actions[i].env
+        if placement is None and env is not None:
+            placement = state.plan.env_started.get(env)  # it may have started its pool
+        if placement is not None:
+            found.clusters.add(placement.cluster)
+            found.pools.update(p for p, _ in placement.spots)
 
 
 def _settings(queue: QueueInfo, changed: QueueInfo) -> QueueInfo:
@@ -236,15 +250,8 @@ def _finish(
     base = state.problem
     index = base.positions()
     absent = frozenset(index[a.id] for a in gone if a.id in index)
-    for i in absent:
-        found.queues.add(base.actions[i].queue)
-        placement = state.plan.admitted.get(i)
-        env = base.actions[i].env
-        if placement is None and env is not None:
-            placement = state.plan.env_started.get(env)  # it may have started its pool
-        if placement is not None:
-            found.clusters.add(placement.cluster)
-            found.pools.update(p for p, _ in placement.spots)
+    found.queues.update(base.actions[i].queue for i in absent)
+    _gives_back_room(state, found, absent)
     if not running:
         return absent
     held = compile_snapshot(_without_actions(snapshot, [], running))
