@@ -94,16 +94,7 @@ def _change(rng: random.Random, snapshot: Snapshot, target: str) -> Change | Non
 def test_the_resumed_tick_decides_what_a_whole_tick_of_the_changed_snapshot_does(
     size: Size,
 ) -> None:
-    failures: list[str] = []
-    checked = 0
-    for seed in range(FLEETS):
-        rng = random.Random(seed)
-        snapshot = random_snapshot(rng, size)
-        compared = _against_a_whole_tick(rng, snapshot, OPTIONS)
-        if compared is not None:
-            checked += 1
-            if compared:
-                failures.append(f"seed {seed}, {compared}")
+    failures, checked = _differences_from_whole_ticks(size, FLEETS, OPTIONS)
     assert failures == [], "\n".join(failures[:10])
     assert checked > FLEETS // 3
 
@@ -121,20 +112,29 @@ def test_a_tick_cut_by_its_limit_is_resumed_with_its_budget_where_it_stood() -> 
     whole tick of the changed snapshot does (D447): where that tick has run out, best-fit
     has the last word; a decision the tick paid for with a model stands, and is charged,
     only while the walk's budget is where the tick's was."""
+    failures, checked = _differences_from_whole_ticks(CUT, 400, CUT_OPTIONS, cut_only=True)
+    assert failures == [], "\n".join(failures[:10])
+    assert checked >= 5
+
+
+def _differences_from_whole_ticks(
+    size: Size, fleets: int, options: TickOptions, cut_only: bool = False
+) -> tuple[list[str], int]:
+    """Over random fleets (with `cut_only`, those whose tick the limit cuts), how resumed
+    lines differ from whole ticks of the changed snapshots, and how many were compared."""
     failures: list[str] = []
     checked = 0
-    for seed in range(400):
+    for seed in range(fleets):
         rng = random.Random(seed)
-        snapshot = random_snapshot(rng, CUT)
-        if not tick(snapshot, CUT_OPTIONS).solver.limit_hit:
+        snapshot = random_snapshot(rng, size)
+        if cut_only and not tick(snapshot, options).solver.limit_hit:
             continue
-        compared = _against_a_whole_tick(rng, snapshot, CUT_OPTIONS)
+        compared = _against_a_whole_tick(rng, snapshot, options)
         if compared is not None:
             checked += 1
             if compared:
                 failures.append(f"seed {seed}, {compared}")
-    assert failures == [], "\n".join(failures[:10])
-    assert checked >= 5
+    return failures, checked
 
 
 def test_an_admission_routed_behind_gives_its_room_to_the_actions_it_leaves() -> None:
