@@ -199,7 +199,7 @@ def _move(state: TickState, snapshot: Snapshot, found: Patched) -> None:
         ahead += bisect_left(line[t + 1 :], key(moved), key=key)
     if ahead > t:
         found.absent = found.absent | {t}
-        _gives_back_room(state, found, [t])  # admitted there, its room is free ahead of it
+        _gives_back_room(state, found, [t])  # what the tick admitted there holds no room now
         ahead += 1  # its old place, kept
     found.target = ahead
     found.arrived = frozenset({ahead})
