@@ -22,7 +22,7 @@ from solver import tick
 from solver.explain.action import explain
 from solver.explain.changes import FINISH_ACTIONS, apply_changes
 from solver.explain.patch import Patched, patch, reaches_room, touches
-from solver.placement.decide import ModelAnswers
+from solver.placement.decide import ModelAnswers, ModelCheckBudget
 from solver.placement.problem import Item, Problem, compile_snapshot
 from solver.placement.resume import Resumed, TickState, first_touched, resume
 from solver.tick import TickOptions, tick_with_state
@@ -135,6 +135,23 @@ def _differences_from_whole_ticks(
             if compared:
                 failures.append(f"seed {seed}, {compared}")
     return failures, checked
+
+
+def test_a_proof_runs_a_check_only_as_the_tick_would_grant_it() -> None:
+    """Issue 18: "An explanation that cannot finish its proof in its budget says which
+    suggestions are unproven, rather than presenting them as fixes." Of a proof's own
+    allowance (D447), a local search gets the tick's whole grant or stops the proof, since
+    its batches follow its limit; a complete search, which answers at the same point
+    whatever its limit, may run with what is left. A tick has no allowance: every grant
+    stands."""
+    tick_budget = ModelCheckBudget(2.0, 0)
+    assert tick_budget.granted(0.1, complete=False) == 0.1 and not tick_budget.proof_cut
+    proof = ModelCheckBudget(2.0, 0, spent=0.5, proof_until=0.55)
+    assert proof.granted(0.04, complete=False) == 0.04 and not proof.proof_cut
+    left = proof.granted(0.1, complete=True)
+    assert left is not None and 0 < left < 0.05 and not proof.proof_cut
+    assert proof.granted(0.1, complete=False) is None
+    assert proof.proof_cut and proof.exhausted()
 
 
 def test_an_admission_routed_behind_gives_its_room_to_the_actions_it_leaves() -> None:
