@@ -31,6 +31,7 @@ from models.explanation import Explanation
 from models.forecast import LearnedDurations, StartForecast
 from models.result import (
     TickResult,
+    WaitingAction,
     encoded_waiting,
     read_result_text,
     result_summary,
@@ -132,7 +133,7 @@ def solve_tick(
     )
 
 
-def forecast_kept(keep_as: str, forecasting: Forecasting) -> dict[str, bytes]:
+def forecast_kept(keep_as: str, forecasting: Forecasting) -> EncodedModels[StartForecast]:
     """When each action the tick kept under `keep_as` left waiting should start, each
     forecast's JSON by action id (models.encoded: the server keeps them so and decodes the
     one a read shows; decoding 10,000 held its GIL); called after that tick's write-back, so
@@ -140,14 +141,14 @@ def forecast_kept(keep_as: str, forecasting: Forecasting) -> dict[str, bytes]:
     no forecasts this tick, the decisions stand."""
     kept = _KEPT.pop(keep_as, None)
     if kept is None or not kept[1].waiting:
-        return {}
+        return EncodedModels(StartForecast, {})
     snapshot, result = kept
     try:
         forecasts = forecasting.forecast_fn(snapshot, result, forecasting.learned)
     except Exception:  # a bug in a forecast must not undo or stop the ticks
         log.exception("forecast failed; waiting actions show none this tick")
-        return {}
-    return EncodedModels.of(StartForecast, forecasts.items()).encoded
+        return EncodedModels(StartForecast, {})
+    return EncodedModels.of(StartForecast, forecasts.items())
 
 
 # This worker process's readers of the store, one per database: each keeps the live actions
@@ -178,7 +179,7 @@ class TickAnswer:
 
     solved: bytes
     rows: DecisionRows
-    waiting: dict[str, bytes]
+    waiting: EncodedModels[WaitingAction]
     text: str
 
     @classmethod
@@ -189,7 +190,7 @@ class TickAnswer:
         return cls(
             solved=summary.model_dump_json().encode(),
             rows=DecisionRows.of(result),
-            waiting=waiting.encoded,
+            waiting=waiting,
             text=result_text(result, waiting),
         )
 

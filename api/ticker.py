@@ -48,7 +48,6 @@ from api.tick_work import (
     read_ahead,
     solve_from_file,
 )
-from models.encoded import EncodedModels
 from models.errors import SluiceError
 from models.explanation import Explanation
 from models.forecast import LearnedDurations, StartForecast
@@ -304,7 +303,7 @@ class TickLoop:
         views = TickViews(solved.head_explanations, self._expired)
         self._expired = {}
         self.stats.ticks += 1
-        waiting = EncodedModels(WaitingAction, answer.waiting)
+        waiting = answer.waiting
         await self._show(result, waiting, answer.text, applied.number, views)
         for listener in self.on_tick:
             listener(self.stats)
@@ -397,8 +396,7 @@ class TickLoop:
                 lambda: LearnedDurations.learn(self.store.finished_runs())
             )
             forecasting = Forecasting(self.forecast_fn, learned)
-            encoded = await self.solves.run(forecast_kept, self._keep_as, forecasting)
-            self.forecasts = EncodedModels(StartForecast, encoded)
+            self.forecasts = await self.solves.run(forecast_kept, self._keep_as, forecasting)
         except Exception:  # the tick's decisions stand whatever happens here
             log.exception("forecast failed; waiting actions show none this tick")
             self.forecasts = {}

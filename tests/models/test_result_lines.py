@@ -3,8 +3,10 @@ the leader stores for the followers, decoded a line at a time."""
 
 from __future__ import annotations
 
+import pickle
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -116,3 +118,26 @@ def test_forecasts_kept_encoded_make_the_same_lines() -> None:
     encoded = EncodedModels.of(StartForecast, forecasts.items())
     assert forecast_lines(encoded) == forecast_lines(forecasts)
     assert dict(encoded) == forecasts and 'w"é0' in encoded and "w0" not in encoded
+
+
+@given(st.dictionaries(st.text(), st.integers(0, 10), max_size=40))
+def test_encoded_models_cross_processes_as_one_block_and_read_the_same(
+    hours: dict[str, int],
+) -> None:
+    """The worker's waiting actions and forecasts reach the server pickled (D449): as one
+    block of bytes, which the server reads entry by entry as it read the mapping, whatever
+    the keys (new lines, quotes, any character)."""
+    forecasts = {
+        key: StartForecast(action=key, estimated_start=None, assumption=f"{h} h")
+        for key, h in hours.items()
+    }
+    encoded = EncodedModels.of(StartForecast, forecasts.items())
+    crossed = pickle.loads(pickle.dumps(encoded))
+    assert list(crossed) == list(forecasts) and len(crossed) == len(forecasts)
+    assert all(key in crossed for key in forecasts) and "\x00absent" not in crossed
+    assert dict(crossed) == forecasts
+    assert forecast_lines(pickle.loads(pickle.dumps(encoded))) == forecast_lines(forecasts)
+    again = pickle.loads(pickle.dumps(crossed))
+    assert again.encoded == encoded.encoded
+    with pytest.raises(KeyError):
+        crossed["\x00absent"]
