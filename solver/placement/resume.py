@@ -11,7 +11,9 @@ the same answer:
 
 - an admission of the tick is admitted again where the tick put it when that still has
   the room and passes its caps and limits; on nodes where the walk placed nothing the tick
-  did not, the room is there, and is taken later for many admissions at once (Plan.settle);
+  did not, the room is there, and is taken later for many admissions at once (Plan.settle).
+  Not one the change gives room to: best-fit weighs that room (the least loaded cluster,
+  the node it fills most) and may place it elsewhere, as a whole tick would (D450);
 - while nothing the tick admitted has been refused again, a refusal of an action the
   change does not touch stands, and so does a refusal for room of one whose room and
   request it leaves alone (only its queue's caps or limits raised, or room given only to
@@ -252,7 +254,8 @@ def resume(
     `room_touched` says which of them the change may give room to or change the request of
     (all of `touched` when not given): the tick's refusal of another for room stands while
     nothing is displaced, as an untouched refusal does (the change only raised its queue's
-    limits, and room only shrinks as the walk admits more). `arrived` are positions an
+    limits, and room only shrinks as the walk admits more), and the tick's admissions of
+    these are decided again rather than put back where they were. `arrived` are positions an
     action was moved to (routed to a queue of another priority): what the tick decided there
     was another action's, so they are decided afresh (they must be `touched` and `compiled`).
     `answers` are placement models solved before (Decider): by the tick, and by the other
@@ -357,6 +360,7 @@ def resume(
             before
             and action.queue not in heads
             and stands(action, touched)
+            and not room_touched(action)
             and _admit_where_it_was(state, ledger, action, dirty, compiled)
         ):
             charge(i)

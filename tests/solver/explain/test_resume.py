@@ -176,6 +176,22 @@ def test_an_admission_routed_behind_gives_its_room_to_the_actions_it_leaves() ->
     assert _differs_from_a_whole_tick(snapshot, "first", route, OPTIONS) == ""
 
 
+def test_admissions_the_change_gives_room_to_are_placed_as_a_whole_tick_places_them() -> None:
+    """Issue 18: "'Wait for work to finish' says which running actions, or how much of
+    their capacity, must finish, and is proven the same way (the snapshot with that work
+    finished)." With run4 finished, a whole tick's best-fit places the admissions the freed
+    room reaches anew: a20's two containers trade nodes and a29 takes the other node, which
+    leaves a32 the room it needs past the tick's limit, where best-fit has the last word.
+    Put back where the tick had them, they kept a32 waiting (D450; found on fleets of 30
+    queued actions whose tick the limit cuts)."""
+    snapshot = random_snapshot(random.Random(413), CUT)
+    assert tick(snapshot, CUT_OPTIONS).solver.limit_hit
+    target = [a.id for a in snapshot.actions if a.state is ActionState.QUEUED][-1]
+    finish = Change(kind=ChangeKind.WAIT_FOR_FINISH, queue="q0", resource=FINISH_ACTIONS,
+                    amount=1, actions=["run4"])  # fmt: skip
+    assert _differs_from_a_whole_tick(snapshot, target, finish, CUT_OPTIONS) == ""
+
+
 def _against_a_whole_tick(
     rng: random.Random, snapshot: Snapshot, options: TickOptions
 ) -> str | None:
