@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import accumulate
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel
@@ -59,11 +60,7 @@ class EncodedModels(Mapping[str, M], Generic[M]):
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         encoded = self.encoded
-        ends = array("q")
-        end = 0
-        for entry in encoded.values():
-            end += len(entry)
-            ends.append(end)
+        ends = array("q", accumulate(len(entry) for entry in encoded.values()))
         block = b"".join(encoded.values())
         return _unpickled, (self.model, json.dumps(list(encoded)), block, ends.tobytes())
 
