@@ -607,8 +607,11 @@ class _ClusterStep:
             if raised:
                 return raised
         # A pool of the container's kind without the labels it selects is still worth copying
-        # when the kind is what the cluster lacks: the next round changes the selector.
-        return self._add_pool(item, unlabelled=reason.kind is not ReasonKind.SELECTOR)
+        # when the kind is what the cluster lacks: the next round changes the selector. A
+        # container larger than every node of its kind here gains only from a copy that
+        # holds it; where none does, the request is what must change (`_request_side`).
+        larger = reason.kind is ReasonKind.LARGER_THAN_NODE
+        return self._add_pool(item, unlabelled=reason.kind is not ReasonKind.SELECTOR, fits=larger)
 
     def _request_side(self, reason: Reason, item: Item) -> list[tuple[Change, str]]:
         match reason.kind:
@@ -667,11 +670,16 @@ class _ClusterStep:
             )
         ]  # fmt: skip
 
-    def _add_pool(self, item: Item, unlabelled: bool = False) -> list[tuple[Change, str]]:
+    def _add_pool(
+        self, item: Item, unlabelled: bool = False, fits: bool = False
+    ) -> list[tuple[Change, str]]:
         """Copy a node pool of the fleet with the container's kind of node and labels (or,
-        `unlabelled`, with its kind of node alone when no pool has both)."""
+        `unlabelled`, with its kind of node alone when no pool has both); with `fits`, only
+        one whose node holds the container."""
         kind = [
-            p for p in _matching(item, self.problem.pools) if self.reasons.capped(item, p) is None
+            p
+            for p in _matching(item, self.problem.pools)
+            if self.reasons.capped(item, p) is None and (not fits or _fits(item, p))
         ]
         donors = _labelled(item, kind) or (kind if unlabelled else [])
         if not donors:

@@ -8,6 +8,7 @@ asserts them letter for letter (as Kueue's tests assert its "why pending" messag
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -22,8 +23,10 @@ from models.snapshot import ActionState, Snapshot
 from solver import tick
 from solver.explain.action import explain
 from solver.explain.changes import apply_changes
+from tests.solver.explain.test_random import DOZEN
 from tests.support.builders import SnapshotBuilder
 from tests.support.explain import OPTIONS, prove, scheduled
+from tests.support.generate import random_snapshot
 
 
 @cache
@@ -466,3 +469,21 @@ def test_replicas_that_lack_the_same_kind_of_node_copy_one_pool() -> None:
     result, offered = _offered(snapshot, "a")
     assert [f.action for f in result.failed] == ["a"]
     assert offered == ["add a node pool l4 like pool west/l4 to cluster east: then it runs"]
+
+
+def test_a_container_larger_than_every_node_of_its_kind_has_its_request_reduced() -> None:
+    """Issue 18: "The infeasible side (fixes that make a failed action feasible) gets the same
+    rule: after the change, the action is not INFEASIBLE and the tick runs it or says why it
+    now waits." a3 asks for H100s and TPUs, over its queue's caps, and no cluster has both; its
+    TPU container's 11 CPUs are more than any TPU node's 8. A copy of the TPU pool is no larger,
+    so after it the request is reduced; the fix used to copy the pool again each round and
+    offer nothing, nor rule anything out (seed 3091 of the random fleets of a dozen)."""
+    snapshot = random_snapshot(random.Random(3091), DOZEN)
+    result = tick(snapshot, OPTIONS)
+    explanation = explain(snapshot, "a3", result)
+    assert explanation.state is ExplanationState.FAILED
+    assert any(
+        "add a node pool" in s.message and "reduce the cpu request of container c1" in s.message
+        for s in explanation.suggestions
+    )
+    assert prove(snapshot, result, "a3") == []
