@@ -76,13 +76,10 @@ class EncodedModels(Mapping[str, M], Generic[M]):
     def _entry(self, i: int) -> bytes:
         return self._block[self._ends[i - 1] if i else 0 : self._ends[i]]
 
-    def _json(self, key: str) -> bytes:
-        if self._encoded is not None:
-            return self._encoded[key]
-        return self._entry(self._indexed()[key])
-
     def __getitem__(self, key: str) -> M:
-        return self.model.model_validate_json(self._json(key))
+        if self._encoded is not None:
+            return self.model.model_validate_json(self._encoded[key])
+        return self.model.model_validate_json(self._entry(self._indexed()[key]))
 
     def __contains__(self, key: object) -> bool:  # Mapping's would decode the entry
         if self._encoded is not None:

@@ -266,9 +266,8 @@ def resume(
     decision of the tick that needed more than best-fit stands only while the walk has let
     nothing in and its budget is where the tick's was before it, and is charged what the
     tick spent on it; a wait for the tick's limit stands only once the walk's budget has run
-    out too. With `proving`,
-    the walk stops at the first displaced action, and once it would spend more than
-    `proof_limit_s` of its own (ModelCheckBudget.granted: not finished).
+    out too. With `proving`, the walk stops at the first displaced action, and once it would
+    spend more than `proof_limit_s` of its own (ModelCheckBudget.granted: not finished).
     With `until_refused`, it also stops once the action at `stop` is sure to be refused
     there: a strict head of its queue refused ahead of it, or a cap or limit of its queue
     (other than a device cap, which a move may lift) that refuses it already, since the walk

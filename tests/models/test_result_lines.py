@@ -124,9 +124,11 @@ def test_forecasts_kept_encoded_make_the_same_lines() -> None:
 def test_encoded_models_cross_processes_as_one_block_and_read_the_same(
     hours: dict[str, int],
 ) -> None:
-    """The worker's waiting actions and forecasts reach the server pickled (D449): as one
-    block of bytes, which the server reads entry by entry as it read the mapping, whatever
-    the keys (new lines, quotes, any character)."""
+    """Issue 12: "The service solves in a separate worker process ..., so the API's event
+    loop and threads never wait on the solver or the GIL." The worker's waiting actions and
+    forecasts reach the server pickled as one block of bytes (D449), which the server reads
+    entry by entry as it read the mapping, whatever the keys (new lines, quotes, any
+    character)."""
     forecasts = {
         key: StartForecast(action=key, estimated_start=None, assumption=f"{h} h")
         for key, h in hours.items()

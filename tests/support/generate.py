@@ -43,6 +43,8 @@ class Size:
 
 
 SMALL = Size()
+DOZEN = Size(queued=12, nodes=6, running=4)
+"""Up to a dozen actions: enough for a change to let earlier actions in first (issue 18)."""
 PACKING = Size(clusters=1, running=4, packing=True)
 """Multi-GPU containers on partly used GPU nodes: where first-fit placement goes wrong and the
 exact check has to repack earlier admissions."""

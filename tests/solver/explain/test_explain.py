@@ -23,10 +23,9 @@ from models.snapshot import ActionState, Snapshot
 from solver import tick
 from solver.explain.action import explain
 from solver.explain.changes import apply_changes
-from tests.solver.explain.test_random import DOZEN
 from tests.support.builders import SnapshotBuilder
 from tests.support.explain import OPTIONS, prove, scheduled
-from tests.support.generate import random_snapshot
+from tests.support.generate import DOZEN, random_snapshot
 
 
 @cache

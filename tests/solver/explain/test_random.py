@@ -25,10 +25,8 @@ from models.snapshot import Snapshot
 from solver import tick
 from solver.explain.action import explain
 from tests.support.explain import OPTIONS, fixes_work, prove
-from tests.support.generate import PACKING, SMALL, Size, random_snapshot
+from tests.support.generate import DOZEN, PACKING, SMALL, random_snapshot
 
-DOZEN = Size(queued=12, nodes=6, running=4)
-"""Up to a dozen actions: enough for a change to let earlier actions in first (issue 18)."""
 PROFILES = {"small": (SMALL, 300), "dozen": (DOZEN, 600), "packing": (PACKING, 100)}
 QUICK = {"small": (SMALL, 12), "dozen": (DOZEN, 12)}  # generator size, instances
 

@@ -28,9 +28,8 @@ from solver.placement.resume import Resumed, TickState, first_touched, resume
 from solver.tick import TickOptions, tick_with_state
 from tests.support.builders import SnapshotBuilder
 from tests.support.explain import OPTIONS
-from tests.support.generate import PACKING, SMALL, Size, random_snapshot
+from tests.support.generate import DOZEN, PACKING, SMALL, Size, random_snapshot
 
-DOZEN = Size(queued=12, nodes=6, running=4)
 FLEETS = 120
 
 
