@@ -198,13 +198,14 @@ def test_serve_options_out_of_their_bounds_are_refused(
 
 
 @pytest.mark.parametrize("database", ["mysql://root@127.0.0.1/test", "sqlite:///sluice.db"])
-def test_a_database_url_sluice_does_not_run_on_is_refused(tmp_path: Path, database: str) -> None:
+def test_a_database_url_sluice_does_not_run_on_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: str
+) -> None:
     """Issue 13: "`sluice serve --db postgresql://USER@HOST:PORT/DBNAME`"; SQLite is a file's
     path. Any other URL is refused by name, rather than becoming a file called `mysql:`."""
-    runner = CliRunner()
-    with runner.isolated_filesystem(temp_dir=tmp_path) as here:
-        result = runner.invoke(main, ["serve", "--db", database, "--port", str(free_port())])
-        assert list(Path(here).iterdir()) == []
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["serve", "--db", database, "--port", str(free_port())])
+    assert list(tmp_path.iterdir()) == []
     assert result.exit_code == 1
     scheme = database.split("://")[0]
     assert result.stderr.strip().splitlines()[-1] == (
