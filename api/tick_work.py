@@ -8,7 +8,8 @@ snapshot and result, belongs in `solve_tick` too, where it runs in the worker be
 solve.
 
 The worker's arguments cross a process boundary pickled, so the engine passed in must be a
-module-level callable (a `functools.partial` of one), not a closure.
+module-level callable (a `functools.partial` of one, or an instance of a module-level class
+such as `SolverTick`), not a closure.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +42,7 @@ from models.result import (
 from models.snapshot import Action, Snapshot
 from solver import TickOptions
 from solver.explain.action import explain, explain_failure
+from solver.placement.problem import CompileCache
 from solver.placement.resume import TickState
 from solver.replay.forecast import ForecastBudget, forecast
 from solver.tick import tick_with_state
@@ -59,8 +62,32 @@ ticks reach hours ahead rather than a few periods of a fast service."""
 
 def solver_tick(time_limit_s: float, wall_guard_s: float | None = None) -> TickFn:
     """The real engine, with the service's time limit and wall-clock guard."""
-    options = TickOptions(time_limit_s=time_limit_s, wall_guard_s=wall_guard_s)
-    return functools.partial(tick_with_state, options=options)
+    return SolverTick(TickOptions(time_limit_s=time_limit_s, wall_guard_s=wall_guard_s))
+
+
+@dataclass(frozen=True)
+class SolverTick:
+    """The real engine with the service's options, compiling each snapshot with what the
+    process's last tick compiled (solver.placement.problem.CompileCache): the store keeps an
+    unchanged action as the same object from one read to the next (api.store.tick_io), so
+    a tick compiles only what came or changed since (D451)."""
+
+    options: TickOptions
+
+    def __call__(self, snapshot: Snapshot) -> tuple[TickResult, TickState]:
+        if not _COMPILED_LOCK.acquire(blocking=False):
+            # Another tick loop of this process is compiling with it (tests run several
+            # services in one process): this one compiles on its own.
+            return tick_with_state(snapshot, self.options)
+        try:
+            return tick_with_state(snapshot, self.options, _COMPILED)
+        finally:
+            _COMPILED_LOCK.release()
+
+
+# What the last tick of this process (the worker, or the server in thread mode) compiled.
+_COMPILED = CompileCache()
+_COMPILED_LOCK = threading.Lock()
 
 
 def service_forecast(period_s: float, time_limit_s: float) -> ForecastFn:

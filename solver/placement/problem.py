@@ -46,6 +46,10 @@ MAX_POOL_NODES = 2**20
 MAX_REPLICAS = 2**16
 # (Kind, request) pairs matched to node pools at once (a pairs × pools test each).
 MATCH_BLOCK = 1024
+# The (queue, list of containers) shapes a CompileCache holds before it starts afresh: a
+# long-lived service meets new shapes at every tick. L's line has 23,074, which with their
+# items, matches and the snapshot's lists took 30 MB (1.3 KB each): about 65 MB at most.
+KEPT_SHAPES_MOST = 50_000
 
 log = logging.getLogger("sluice.engine")
 
@@ -329,7 +333,7 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
             )
         actions.append(compiled)
     items.match()
-    items.forget_lists()
+    items.end_snapshot()
     cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
     skipped = sum(len(c.node_pools) for c in snapshot.clusters) - len(pools)
     for pool in pools:
@@ -525,16 +529,18 @@ def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
 
 
 class CompileCache:
-    """What compile_snapshot keeps between the snapshots of one simulation (a replay's or a
-    forecast's ticks), where the fleet stays while work comes and goes: the container shapes
-    matched to node pools, and what each running action charges its queue and its nodes,
-    compiled when it starts instead of at every tick. A snapshot of another fleet (its
-    clusters, queues' routing and caps, placement dimensions or default GPU type) starts it
-    afresh; a running action is known by identity, so a changed copy is compiled again."""
+    """What compile_snapshot keeps between the snapshots of one fleet (a replay's or a
+    forecast's ticks, the service's ticks), where the fleet stays while work comes and goes:
+    the container shapes matched to node pools, the lists of containers met in the last
+    snapshot, and what each running action charges its queue and its nodes, compiled when it
+    starts instead of at every tick. A snapshot of another fleet (its clusters, queues'
+    routing and caps, placement dimensions or default GPU type) starts it afresh, and so does
+    one past KEPT_SHAPES_MOST shapes; a list or a running action is known by identity (equal
+    clusters by value), so a changed copy is compiled again."""
 
     def __init__(self) -> None:
         self._fleet: tuple[object, ...] | None = None
-        self._clusters: object = None  # held, so the id in the fleet's key stays its own
+        self._clusters: object = None
         self._items: _ItemMaker | None = None
         # The compiled rows of the item maker's lists (Problem.fleet): every problem compiled
         # with this cache shares its lists and demands, so it shares their rows too.
@@ -547,19 +553,25 @@ class CompileCache:
     ) -> _ItemMaker:
         default_type = snapshot.settings.default_gpu_type
         fleet = (
-            id(snapshot.clusters),
             default_type,
             tuple(dims),
             tuple((q.name, tuple(q.clusters), tuple(q.caps.items())) for q in queues),
         )
-        if self._items is None or fleet != self._fleet:
-            self._fleet, self._clusters = fleet, snapshot.clusters
+        # The service reads its clusters anew each tick: equal ones are the same fleet.
+        same_clusters = snapshot.clusters is self._clusters or snapshot.clusters == self._clusters
+        if (
+            self._items is None
+            or fleet != self._fleet
+            or not same_clusters
+            or len(self._items.known) > KEPT_SHAPES_MOST
+        ):
+            self._fleet = fleet
             self._items = _ItemMaker(dims, pools, queues, default_type)
             self.rows = []
             self._running = {}
+        self._clusters = snapshot.clusters
         # The same fleet's queues, compiled again for this snapshot, whose lists it meets.
         self._items.queues = queues
-        self._items.forget_lists()
         return self._items
 
     def running(
@@ -607,8 +619,10 @@ class _ItemMaker:
         self.lists: dict[tuple, _CompiledList | Exception] = {}
         self.known: dict[tuple[int, int], _Known] = {}
         # The compiled lists of the snapshot being compiled by list object (and field), each
-        # held with its list, so that no other list takes its id while it is a key.
+        # held with its list, so that no other list takes its id while it is a key; and
+        # those of the snapshot compiled before.
         self.list_of: dict[int, tuple[list[Container], str, _CompiledList | Exception]] = {}
+        self.met: dict[int, tuple[list[Container], str, _CompiledList | Exception]] = {}
         self.requests: dict[tuple, _Request] = {}
         self.selectors: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         # Items by (queue, request) shape, the first made of each; and by shape and name.
@@ -630,10 +644,14 @@ class _ItemMaker:
         50,000 actions, 21,599 per queue): each list's checks, request vectors and charge
         are made once, and per queue only its items, shared by every action of it there
         (none is mutated). Snapshots share equal lists among their actions (the Arrow
-        build's 5,871 lists for 102,000 actions, D410): a list object met before costs one
-        lookup by identity, then its queue's items by the list's number; its fields are read
-        and hashed once per object."""
+        build's 5,871 lists for 102,000 actions, D410): a list object met before, in this
+        snapshot or the one compiled before it (D451), costs one lookup by identity, then its
+        queue's items by the list's number; its fields are read and hashed once per object."""
         held = self.list_of.get(id(containers))
+        if held is None:
+            held = self.met.get(id(containers))
+            if held is not None:  # met in the snapshot before: the same object, so unchanged
+                self.list_of[id(containers)] = held
         if held is not None and held[1] == field_name:
             compiled = held[2]
         else:
@@ -651,10 +669,11 @@ class _ItemMaker:
             known = self.known[(queue.index, compiled.number)] = (items, compiled.demand)
         return known
 
-    def forget_lists(self) -> None:
-        """Let go of the list objects known by identity once their snapshot is compiled: a
-        simulation's snapshots (CompileCache) would pile up in them."""
-        self.list_of.clear()
+    def end_snapshot(self) -> None:
+        """Keep the list objects known by identity of the snapshot just compiled only: the
+        next snapshot of a simulation or a service meets most of them again (CompileCache),
+        and those of every snapshot would pile up."""
+        self.met, self.list_of = self.list_of, {}
 
     def _compiled_by_fields(
         self, containers: list[Container], field_name: str
