@@ -52,30 +52,9 @@ def explain_waiting(
     waiting = replayer.decided.waiting.get(action_id)
     code = waiting.reason.value if waiting is not None else "queued"
     queue = frozen.line.queue.name
-    if model.items and not model.clusters:
-        # Fail-fast lets an action wait when no fleet is described: nothing to place it on.
-        item = Reason(
-            kind=ReasonKind.NO_CLUSTER,
-            queue=queue,
-            message="no cluster is described yet, so its placement cannot be judged",
-        )
-        return Explanation(
-            action=action_id,
-            queue=queue,
-            state=ExplanationState.WAITING,
-            code=code,
-            message=f"{action_id} waits in queue {queue}: {item.message}",
-            items=[item],
-            as_of=snapshot.now,
-        )
-    core = model.minimal_core()
-    if core is None:
-        # Past its time limit the tick leaves the rest to best-fit, which can miss a placement.
-        limited = result.solver.cut_short or (
-            waiting is not None and waiting.reason is WaitReason.SOLVER_LIMIT
-        )
-        kind = ReasonKind.SOLVER_LIMIT if limited else ReasonKind.FITS_NOW
-        item = words.unconstrained(kind)
+
+    def for_one_reason(item: Reason) -> Explanation:
+        """A wait with no change to suggest: its one reason."""
         return Explanation(
             action=action_id,
             queue=queue,
@@ -85,6 +64,25 @@ def explain_waiting(
             items=[item],
             as_of=snapshot.now,
             model_solves=model.solves,
+        )
+
+    if model.items and not model.clusters:
+        # Fail-fast lets an action wait when no fleet is described: nothing to place it on.
+        return for_one_reason(
+            Reason(
+                kind=ReasonKind.NO_CLUSTER,
+                queue=queue,
+                message="no cluster is described yet, so its placement cannot be judged",
+            )
+        )
+    core = model.minimal_core()
+    if core is None:
+        # Past its time limit the tick leaves the rest to best-fit, which can miss a placement.
+        limited = result.solver.cut_short or (
+            waiting is not None and waiting.reason is WaitReason.SOLVER_LIMIT
+        )
+        return for_one_reason(
+            words.unconstrained(ReasonKind.SOLVER_LIMIT if limited else ReasonKind.FITS_NOW)
         )
     items = [words.reason(a) for a in core]
     fix = model.cheapest_fix()

@@ -932,6 +932,17 @@ cdef class RoomLedger:
 
     # -- a stretch of the line ----------------------------------------------------------
 
+    cdef tuple _unit_of(self, action, envs, empty):
+        """What admitting `action` places and charges, and the reusable environment it
+        starts (-1: none): its own containers; the replicas of the pool it starts; or
+        nothing, where that pool runs already (before the tick, or started by it)."""
+        cdef Py_ssize_t env = -1 if action.env is None else action.env
+        if env < 0:
+            return action.items, action.demand, -1
+        if not self.fleet.env_running[env] and not self.started[env]:
+            return envs[env].items, envs[env].demand, env
+        return [], empty, -1
+
     def walk_line(self, actions, envs, runs_of, failures, over_depth, outcome, words, empty):
         """The best-fit pass (solver.placement.best_fit) over `actions`, in order: each is
         refused for depth, for its strict head, for a limit or a cap, or for no room in the
@@ -941,10 +952,9 @@ cdef class RoomLedger:
         `words` gives (best_fit.PassWords); returns the admissions, in order, as (action,
         placement found or None) for the Plan to record who sits where.
         """
-        cdef Py_ssize_t i, q, env
+        cdef Py_ssize_t i, q, starting
         cdef UnitRows rows
         cdef ChargeRows charge
-        cdef bint starts
         refusals = outcome.refusals
         contested = outcome.contested
         heads = outcome.heads
@@ -961,20 +971,13 @@ cdef class RoomLedger:
             if head is not None:
                 refusals[i] = words.behind(head)
                 continue
-            env = -1 if action.env is None else action.env
-            starts = env >= 0 and not self.fleet.env_running[env] and not self.started[env]
-            if env < 0:
-                items, demand = action.items, action.demand
-            elif starts:
-                items, demand = envs[env].items, envs[env].demand
-            else:
-                items, demand = [], empty
+            items, demand, starting = self._unit_of(action, envs, empty)
             charge = self.fleet.rows.charge(demand)
             runs = runs_of[q]
             found = self._refusal(q, action.run, runs, charge)
             if found is None:
                 if not items:
-                    self._admit(q, action.run, runs, None, charge, env if starts else -1)
+                    self._admit(q, action.run, runs, None, charge, starting)
                     admitted.append((action, None))
                     continue
                 rows = self.fleet.rows.unit(items)
@@ -983,7 +986,7 @@ cdef class RoomLedger:
                 else:
                     placement = self._find_placement(q, rows, charge)
                     if placement is not None:
-                        self._admit(q, action.run, runs, rows, charge, env if starts else -1)
+                        self._admit(q, action.run, runs, rows, charge, starting)
                         self._take_rows(rows, +1, True)
                         admitted.append((action, placement))
                         continue
@@ -1015,10 +1018,9 @@ cdef class RoomLedger:
         have run out of it), an action best-fit found no room for is refused with it where
         the fleet, emptied of this tick's work, could hold it (where not, the refusal is a
         proof, which the Decider records)."""
-        cdef Py_ssize_t pos, i, q, env, stop = len(actions)
+        cdef Py_ssize_t pos, i, q, starting, stop = len(actions)
         cdef UnitRows rows
         cdef ChargeRows charge
-        cdef bint starts
         admitted = []
         for pos in range(start, stop):
             action = actions[pos]
@@ -1032,14 +1034,7 @@ cdef class RoomLedger:
             if head is not None:
                 refusals[i] = words.behind(head)
                 continue
-            env = -1 if action.env is None else action.env
-            starts = env >= 0 and not self.fleet.env_running[env] and not self.started[env]
-            if env < 0:
-                items, demand = action.items, action.demand
-            elif starts:
-                items, demand = envs[env].items, envs[env].demand
-            else:
-                items, demand = [], empty
+            items, demand, starting = self._unit_of(action, envs, empty)
             charge = self.fleet.rows.charge(demand)
             runs = runs_of[q]
             found = self._refusal(q, action.run, runs, charge)
@@ -1052,7 +1047,7 @@ cdef class RoomLedger:
                 continue
             if not items:
                 refusals.pop(i, None)
-                self._admit(q, action.run, runs, None, charge, env if starts else -1)
+                self._admit(q, action.run, runs, None, charge, starting)
                 admitted.append((action, None))
                 continue
             if shapes.find(q, items) is not None:
@@ -1072,7 +1067,7 @@ cdef class RoomLedger:
                     heads.setdefault(q, i)
                 continue
             refusals.pop(i, None)
-            self._admit(q, action.run, runs, rows, charge, env if starts else -1)
+            self._admit(q, action.run, runs, rows, charge, starting)
             self._take_rows(rows, +1, True)
             admitted.append((action, placement))
         return stop, admitted
