@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -133,32 +134,31 @@ async def submissions_per_second(urls: list[str], seconds: float, concurrency: i
     return sum(done) / (time.perf_counter() - started)
 
 
-def _fill(url: str, count: int) -> None:
-    """`count` queued actions over the capped queues, most of which must wait."""
+def fill_actions(count: int) -> Iterator[dict[str, Any]]:
+    """`count` actions over the capped queues, most of which must wait, as submitted."""
     shapes = [
         ("research", {"cpu": "4", "memory": "16Gi"}, "H100:1"),
         ("research", {"cpu": "16", "memory": "128Gi"}, "H100:8"),
         ("inference-eval", {"cpu": "8", "memory": "32Gi"}, "H100:2"),
         ("gang", {"cpu": "48", "memory": "512Gi"}, "H100:8"),
     ]
-    batch = []
     for index in range(count):
         queue, resources, gpu = shapes[index % len(shapes)]
-        batch.append(
-            {
-                "id": f"q-{index}",
-                "queue": queue,
-                "run": f"run-{index // 10}",
-                "containers": [{"resources": resources, "gpu": gpu}],
-            }
-        )
-        if len(batch) == 1000:
-            httpx.post(
-                f"{url}/actions/batch", json={"actions": batch}, timeout=120
-            ).raise_for_status()
-            batch = []
-    if batch:
-        httpx.post(f"{url}/actions/batch", json={"actions": batch}, timeout=120).raise_for_status()
+        yield {
+            "id": f"q-{index}",
+            "queue": queue,
+            "run": f"run-{index // 10}",
+            "containers": [{"resources": resources, "gpu": gpu}],
+        }
+
+
+def _fill(url: str, count: int) -> None:
+    """`count` queued actions over the capped queues, posted in batches of 1,000."""
+    actions = list(fill_actions(count))
+    for start in range(0, len(actions), 1000):
+        httpx.post(
+            f"{url}/actions/batch", json={"actions": actions[start : start + 1000]}, timeout=120
+        ).raise_for_status()
 
 
 def _tick_figures(url: str) -> dict[str, float]:
