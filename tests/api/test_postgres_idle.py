@@ -7,12 +7,15 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from api.store.backends import IDLE_IN_READ_S, IDLE_IN_TRANSACTION_S, open_backend
 from tests.support.postgres import fresh_schema
 
 IDLE_S = IDLE_IN_TRANSACTION_S + 1.0
 
 
+@pytest.mark.slow
 def test_an_idle_write_is_ended_and_an_idle_read_is_not(postgres_database: str) -> None:
     """Issue 13: "Partition test: pause the leader (SIGSTOP) long enough for its lease to
     pass, let another replica tick, resume it". A replica paused inside a write holds every
