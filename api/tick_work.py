@@ -14,12 +14,12 @@ such as `SolverTick`), not a closure.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -75,19 +75,35 @@ class SolverTick:
     options: TickOptions
 
     def __call__(self, snapshot: Snapshot) -> tuple[TickResult, TickState]:
-        if not _COMPILED_LOCK.acquire(blocking=False):
-            # Another tick loop of this process is compiling with it (tests run several
-            # services in one process): this one compiles on its own.
-            return tick_with_state(snapshot, self.options)
+        with _TICKS_COMPILED.lent() as kept:
+            return tick_with_state(snapshot, self.options, kept)
+
+
+class _KeptCompile:
+    """A CompileCache of this process (the worker, or the server in thread mode), lent to one
+    caller at a time: another one that finds it lent (a second tick loop of the process, as
+    tests run several services in one) compiles on its own."""
+
+    def __init__(self) -> None:
+        self.cache = CompileCache()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def lent(self) -> Iterator[CompileCache | None]:
+        if not self._lock.acquire(blocking=False):
+            yield None
+            return
         try:
-            return tick_with_state(snapshot, self.options, _COMPILED)
+            yield self.cache
         finally:
-            _COMPILED_LOCK.release()
+            self._lock.release()
 
 
-# What the last tick of this process (the worker, or the server in thread mode) compiled.
-_COMPILED = CompileCache()
-_COMPILED_LOCK = threading.Lock()
+# What the last tick of this process compiled, and what its last forecast's simulated ticks
+# did: a forecast's snapshots hold the same line, but as work the simulation started and
+# ended, which the next tick would not meet again.
+_TICKS_COMPILED = _KeptCompile()
+_FORECASTS_COMPILED = _KeptCompile()
 
 
 def service_forecast(period_s: float, time_limit_s: float) -> ForecastFn:
@@ -98,7 +114,21 @@ def service_forecast(period_s: float, time_limit_s: float) -> ForecastFn:
         period_s=max(period_s, FORECAST_GRID_S),
         tick=TickOptions(time_limit_s=time_limit_s / ticks),
     )
-    return functools.partial(forecast, budget=budget)
+    return ServiceForecast(budget)
+
+
+@dataclass(frozen=True)
+class ServiceForecast:
+    """The service's forecasts, whose simulated ticks compile with what the process's last
+    forecast compiled (D451)."""
+
+    budget: ForecastBudget
+
+    def __call__(
+        self, snapshot: Snapshot, result: TickResult, learned: LearnedDurations
+    ) -> dict[str, StartForecast]:
+        with _FORECASTS_COMPILED.lent() as kept:
+            return forecast(snapshot, result, learned, self.budget, kept)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from models.fields import format_duration
 from models.forecast import LearnedDurations, StartForecast
 from models.result import TickResult
 from models.snapshot import Action, Snapshot
+from solver.placement.problem import CompileCache
 from solver.replay.simulate import Running, Simulation, due_events
 from solver.tick import TickOptions
 
@@ -53,10 +54,12 @@ def forecast(
     result: TickResult,
     learned: LearnedDurations,
     budget: ForecastBudget | None = None,
+    compiled: CompileCache | None = None,
 ) -> dict[str, StartForecast]:
-    """A forecast for every action `result` left waiting, by id."""
+    """A forecast for every action `result` left waiting, by id; its simulated ticks compile
+    with `compiled` when given (solver.placement.problem.CompileCache)."""
     budget = budget or ForecastBudget()
-    simulation = Simulation.of(snapshot, budget.tick, learned.expected)
+    simulation = Simulation.of(snapshot, budget.tick, learned.expected, compiled)
     simulation.apply(result)
     return forecast_waiting(simulation, snapshot.now, [w.action for w in result.waiting], budget)
 

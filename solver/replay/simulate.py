@@ -100,21 +100,35 @@ class Simulation:
     end, reusable pools and the queues' head_blocked_since. A replay drives it over a trace,
     a forecast over the running work's expected ends."""
 
-    def __init__(self, fleet: Snapshot, options: TickOptions, run_time: RunTime) -> None:
+    def __init__(
+        self,
+        fleet: Snapshot,
+        options: TickOptions,
+        run_time: RunTime,
+        compiled: CompileCache | None = None,
+    ) -> None:
         self.fleet = fleet
         self.options = options
         self.run_time = run_time
         self.environments = {env.name: env for env in fleet.environments}
         self.queued: list[Action] = []
         self.running: dict[str, Running] = {}
-        self.compiled = CompileCache()  # running work is compiled once, when it starts
+        # Running work is compiled once, when it starts; a cache given is one an earlier
+        # simulation of the same line filled (the service's forecasts, D451).
+        self.compiled = compiled or CompileCache()
 
     @classmethod
-    def of(cls, snapshot: Snapshot, options: TickOptions, run_time: RunTime) -> Simulation:
+    def of(
+        cls,
+        snapshot: Snapshot,
+        options: TickOptions,
+        run_time: RunTime,
+        compiled: CompileCache | None = None,
+    ) -> Simulation:
         """The snapshot's state: its queued actions in line, its running ones ending their
         `run_time` after their started_at (no end without either; see running_until for
         work already past it)."""
-        simulation = cls(snapshot, options, run_time)
+        simulation = cls(snapshot, options, run_time, compiled)
         for action in snapshot.actions:
             if action.state is ActionState.QUEUED:
                 simulation.queued.append(action)

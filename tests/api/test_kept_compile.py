@@ -1,16 +1,21 @@
-"""The service's tick compiles each snapshot with what its last tick compiled (D451): the
-store hands it the same action objects while their rows do not change, and its fleet read
-anew. Issue 12: "The store keeps it up to date incrementally between ticks (an action
-submitted, scheduled, finished changes a row, not the whole problem)". Whatever it keeps,
-each tick decides exactly as a tick compiling the same snapshot afresh."""
+"""The service's tick compiles each snapshot with what its last tick compiled, and its
+forecast with what its last forecast compiled (D451): the store hands it the same action
+objects while their rows do not change, and its fleet read anew. Issue 12: "The store keeps
+it up to date incrementally between ticks (an action submitted, scheduled, finished changes a
+row, not the whole problem)". Whatever it keeps, each tick decides exactly as a tick
+compiling the same snapshot afresh, and each forecast foresees what one compiling afresh
+foresees."""
 
 import random
+from datetime import timedelta
 
 import pytest
 
-from api.tick_work import SolverTick
+from api.tick_work import ServiceForecast, SolverTick
+from models.forecast import LearnedDurations
 from models.snapshot import Action, Cluster, Snapshot
 from solver import TickOptions, tick
+from solver.replay.forecast import ForecastBudget, forecast
 from tests.support.generate import DOZEN, random_snapshot
 
 OPTIONS = TickOptions(time_limit_s=5.0)
@@ -57,4 +62,19 @@ def test_a_tick_that_keeps_what_the_last_compiled_decides_as_a_fresh_one(seed: i
         kept, _ = solve(snapshot)
         fresh = tick(snapshot, OPTIONS)
         assert kept.model_dump(exclude={"solver"}) == fresh.model_dump(exclude={"solver"})
+        snapshot = _read_again(snapshot, rng, step)
+
+
+BUDGET = ForecastBudget(period_s=60.0, tick=TickOptions(time_limit_s=0.2))
+LEARNED = LearnedDurations(by_queue={"q0": timedelta(minutes=5), "q1": timedelta(minutes=30)})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_forecast_that_keeps_what_the_last_compiled_foresees_as_a_fresh_one(seed: int) -> None:
+    rng = random.Random(seed)
+    snapshot = random_snapshot(rng, DOZEN)
+    foresee = ServiceForecast(BUDGET)
+    for step in range(4):
+        result = tick(snapshot, OPTIONS)
+        assert foresee(snapshot, result, LEARNED) == forecast(snapshot, result, LEARNED, BUDGET)
         snapshot = _read_again(snapshot, rng, step)
