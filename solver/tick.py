@@ -157,7 +157,14 @@ def _tick(
         solver=solver,
     )
     state = TickState(
-        problem, failures, plan, refusals, answers or {}, beyond_best_fit=decider.beyond_best_fit
+        problem,
+        failures,
+        plan,
+        refusals,
+        answers or {},
+        beyond_best_fit=decider.beyond_best_fit,
+        moves={} if plan.first_fit else decider.moves,  # first-fit's plan, when kept, moved none
+        no_room={} if plan.first_fit else decider.no_room,
     )
     return result, state
 

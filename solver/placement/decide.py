@@ -257,6 +257,12 @@ class Decider:
         # or a model), the budget before and after it, and whether the limit was hit then:
         # what a proof resuming this walk reads (solver.placement.resume).
         self.beyond_best_fit: dict[int, tuple[float, float, bool]] = {}
+        # Per such turn that moved decided units, each unit and where it sat before: where the
+        # tick's admissions were at any point of its line, for a proof that resumes there.
+        self.moves: dict[int, list[tuple[UnitKey, NodeAssignment]]] = {}
+        # Per turn refused for room past best-fit, the request it remembers as finding none
+        # (NoRoomMemo), and whether that was proven: what a proof's memo holds there too.
+        self.no_room: dict[int, tuple[int, list[Item], bool]] = {}
 
     def run(self, plan: Plan, outcome: PassVerdicts) -> tuple[Plan, dict[int, Refusal]]:
         """The exact plan, and the refusal of every pending action it leaves out.
@@ -400,6 +406,7 @@ class Decider:
             checked, proven = self._check(ledger, action, items, clusters, capped)
         if isinstance(checked, Refusal) and checked.reason is WaitReason.CLUSTER_ROOM:
             shapes.add(action.queue, items, proven)
+            self.no_room[action.index] = (action.queue, items, proven)
         return checked
 
     def _repaired(
@@ -425,7 +432,7 @@ class Decider:
             return False
         self.stats.repairs += 1
         for key, placement in found.moves:
-            ledger.move(key, placement)
+            self._move(ledger, action, key, placement)
         self._admit(ledger, action, found.placement)
         return True
 
@@ -669,8 +676,15 @@ class Decider:
             # Most units stay where they were; moving one in place would only clear the
             # best-fit memo of requests that found no room (room did not come back).
             if placement != unit.hint:
-                ledger.move(unit.key, placement)
+                self._move(ledger, action, unit.key, placement)
         self._admit(ledger, action, placed)
+
+    def _move(
+        self, ledger: Plan, action: ActionInfo, key: UnitKey, placement: NodeAssignment
+    ) -> None:
+        """Move a decided unit to make room for `action`, and remember where it sat."""
+        self.moves.setdefault(action.index, []).append((key, ledger.unit(key)[2]))
+        ledger.move(key, placement)
 
     def _answer(
         self,

@@ -5,15 +5,21 @@ The tick admits an action exactly when it fits together with every admission ahe
 to greedy_capacity, nodes or a pool added, running work taken out, one action's request
 changed or the action routed to another queue)
 cannot alter a decision ahead of the first refused action whose own limits it touches:
-`start`. From there the walk goes on with the tick's own pieces (the Decider's verdict for
-one action: caps and limits, best-fit, the placement model), with two shortcuts that give
-the same answer:
+`start`. From there the walk goes on from the tick's state there (its admissions where they
+sat then, before checks further down moved them; its bounds and its memory of requests that
+found no room counting them) with the tick's own pieces (the Decider's verdict for one
+action: caps and limits, best-fit, the placement model), and two shortcuts that give the
+same answer:
 
-- an admission of the tick is admitted again where the tick put it when that still has
-  the room and passes its caps and limits; on nodes where the walk placed nothing the tick
-  did not, the room is there, and is taken later for many admissions at once (Plan.settle).
-  Not one the change gives room to: best-fit weighs that room (the least loaded cluster,
-  the node it fills most) and may place it elsewhere, as a whole tick would (D450);
+- in a tick whose refusals are all proven, an admission of the tick is admitted again where
+  the tick put it when that still has the room and passes its caps and limits (the units
+  its check moved moved as the tick moved them); on nodes where the walk placed nothing the
+  tick did not, the room is there, and is taken later for many admissions at once
+  (Plan.settle). Not one the change gives room to: best-fit weighs that room (the least
+  loaded cluster, the node it fills most) and may place it elsewhere, as a whole tick would
+  (D450). Where placements may decide a refusal (the limit cut the tick, or a check left
+  one unproven), every admission is placed again by best-fit, as a whole tick of the
+  change places it on the room the walk leaves (D452);
 - while nothing the tick admitted has been refused again, a refusal of an action the
   change does not touch stands, and so does a refusal for room of one whose room and
   request it leaves alone (only its queue's caps or limits raised, or room given only to
@@ -53,6 +59,7 @@ from models.result import (
 )
 from models.snapshot import Action, Snapshot
 from solver.placement.best_fit import over_depth
+from solver.placement.bounds import RoomBounds
 from solver.placement.connected import pool_components
 from solver.placement.decide import (
     EXACT_NEIGHBOURHOOD_UNITS,
@@ -64,8 +71,8 @@ from solver.placement.decide import (
     placement_in,
 )
 from solver.placement.failfast import Failure, fail_fast
-from solver.placement.plan import Plan, Refusal, Spot
-from solver.placement.problem import ActionInfo, CompileCache, Problem
+from solver.placement.plan import NodeAssignment, Plan, Refusal, Spot, UnitKey
+from solver.placement.problem import ActionInfo, CompileCache, Item, Problem
 
 ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room (decoded)
 # Placement models the proofs of one tick's explanations keep (their answers are keyed by
@@ -116,6 +123,13 @@ class TickState:
     # (Decider.beyond_best_fit): where a proof's budget stands. A state rebuilt from a result
     # (solver.explain.replay.state_of) knows only where the limit was hit.
     beyond_best_fit: dict[int, tuple[float, float, bool]] = field(default_factory=dict)
+    # The units its checks moved, per turn, with where each sat before (Decider.moves): the
+    # tick's admissions ahead of a point of its line sat there as these say, not where the
+    # checks further down left them. A state rebuilt from a result knows only the last.
+    moves: dict[int, list[tuple[UnitKey, NodeAssignment]]] = field(default_factory=dict)
+    # Its turns refused for room past best-fit, each with the request its memory of requests
+    # that found no room then holds (Decider.no_room): a proof's memory holds them too.
+    no_room: dict[int, tuple[int, list[Item], bool]] = field(default_factory=dict)
     # What explanations of this tick compile of the worlds they freeze (solver.explain.frozen):
     # the fleet's container shapes and its running work's charges, compiled once for all.
     worlds: CompileCache = field(default_factory=CompileCache)
@@ -126,6 +140,7 @@ class TickState:
     _decided: tuple[TickResult, Decided] | None = None
     _components: np.ndarray | None = None
     _spending: tuple[list[int], list[tuple[float, float, bool]]] | None = None
+    _moved: dict[UnitKey, list[tuple[int, NodeAssignment]]] | None = None
 
     def decided(self, result: TickResult) -> Decided:
         """`result`'s decisions by action id, kept for the last result asked about: every
@@ -183,9 +198,33 @@ class TickState:
         k = bisect_left(turns, start)
         return (spending[k - 1][1], spending[k - 1][2]) if k else (0.0, False)
 
+    def placements_decide(self) -> bool:
+        """Whether where the tick placed its admissions may have decided a refusal: its
+        limit cut it, or a check left one unproven. Where every refusal is proven, the
+        admissions are the lexicographic optimum wherever they sit."""
+        return any(turn[2] for turn in self.beyond_best_fit.values()) or any(
+            not proven for _, _, proven in self.no_room.values()
+        )
+
+    def placed_before(
+        self, key: UnitKey, turn: int, final: NodeAssignment | None
+    ) -> NodeAssignment | None:
+        """Where the tick's unit `key` sat when the tick came to `turn`: where the first
+        check from there on that moved it found it, else where the tick left it (`final`)."""
+        if self._moved is None:
+            self._moved = {}
+            for at in sorted(self.moves):
+                for unit, was in self.moves[at]:
+                    self._moved.setdefault(unit, []).append((at, was))
+        for at, was in self._moved.get(key, ()):
+            if at >= turn:
+                return was
+        return final
+
     def ledger_at(self, start: int, absent: frozenset[int] = frozenset()) -> Plan:
         """A plan of the tick's admissions ahead of `start` (none of `absent`), where the
-        tick put them: the walk's state at `start`. Shared ones are kept: fork before use."""
+        tick had them when it came to `start`: the walk's state there. Shared ones are kept:
+        fork before use."""
         if not absent and start in self._ledgers:
             return self._ledgers[start]
         ledger = Plan(self.problem)
@@ -194,7 +233,9 @@ class TickState:
                 break
             if i not in absent:
                 action = self.problem.actions[i]
-                ledger.admit(action, placement_in(self.plan, action, ledger))
+                placement = placement_in(self.plan, action, ledger)
+                placement = self.placed_before(ledger.unit_key(action), start, placement)
+                ledger.admit(action, placement)
         if not absent:
             self._ledgers[start] = ledger
         return ledger
@@ -293,7 +334,7 @@ def resume(
     # Taken out of the line, an action holds no place in its queue's depth either (the
     # count skips what it is given as failed).
     deep = over_depth(line, failures | dict.fromkeys(absent, TAKEN_OUT))
-    ledger = state.ledger_at(start, absent).fork(line)
+    ledger = state.ledger_at(start, absent).fork(changed)
     spent, limit_hit = state.budget_at(start)
     budget = ModelCheckBudget(
         time_limit_s,
@@ -303,6 +344,8 @@ def resume(
         proof_until=None if proof_limit_s is None else spent + proof_limit_s,
     )
     decider = Decider(line, failures, deep, budget, answers)
+    for queue_index, items, _ in ledger.units().values():
+        decider.bounds.admit(queue_index, items)
     heads: dict[int, int] = {}
     for i in sorted(state.refusals):
         if i >= start:
@@ -311,6 +354,11 @@ def resume(
             heads.setdefault(line.actions[i].queue, i)
     refusals: dict[int, Refusal] = {}
     shapes = NoRoomMemo()
+    for turn in sorted(state.no_room):
+        if turn >= start:
+            break
+        if turn not in absent:
+            shapes.add(*state.no_room[turn])
     # Nodes with less room than the tick left them at this point of the line: where the walk
     # placed what the tick did not (None once the model has moved work: anywhere).
     dirty: set[Spot] | None = set()
@@ -318,6 +366,9 @@ def resume(
     displaced: list[int] = []
     opened: set[int] = set()  # queues whose strict head the change let in
     goal = line.actions[stop]
+    # Where placements may decide refusals, the tick's admissions are placed again by
+    # best-fit, as a whole tick of the change places them on the room the walk leaves.
+    again = state.placements_decide()
 
     def stands(action: ActionInfo, changed: Callable[[ActionInfo], bool]) -> bool:
         """Whether the tick's decision for `action` stands as far as the checks' budget
@@ -360,7 +411,8 @@ def resume(
             and action.queue not in heads
             and stands(action, touched)
             and not room_touched(action)
-            and _admit_where_it_was(state, ledger, action, dirty, compiled)
+            and not again
+            and _admit_where_it_was(state, ledger, action, dirty, compiled, decider.bounds)
         ):
             charge(i)
             if refused_for_sure(action):
@@ -378,6 +430,8 @@ def resume(
             and stands(action, room_touched)
         ):
             refusal = state.refusals[i]
+            if i in state.no_room:
+                shapes.add(*state.no_room[i])
             charge(i)
         else:
             moves = ledger.moves
@@ -444,6 +498,7 @@ def _admit_where_it_was(
     action: ActionInfo,
     dirty: set[Spot] | None,
     compiled: frozenset[int],
+    bounds: RoomBounds,
 ) -> bool:
     """Admit one of the tick's admissions where the tick put it, if that still holds: its
     untyped GPUs too, where work the walk let in ahead may have filled a device cap.
@@ -454,7 +509,8 @@ def _admit_where_it_was(
     """
     if ledger.refusal(action) is not None:
         return False
-    placement = placement_in(state.plan, action, ledger)
+    key = ledger.unit_key(action)
+    placement = state.placed_before(key, action.index + 1, placement_in(state.plan, action, ledger))
     items = ledger.items_to_place(action)
     if placement is None:
         if items:
@@ -467,21 +523,59 @@ def _admit_where_it_was(
         dirty is not None
         and action.env is None  # whether it starts its pool depends on the walk
         and action.index not in compiled
+        and action.index not in state.moves  # the units its check moved move first
         and dirty.isdisjoint(placement.spots)
     ):
         ledger.admit(action, placement, defer_room=True)
+        bounds.admit(action.queue, items)
         return True
     ledger.settle()
+    moved = _moved_as_the_tick_did(state, ledger, action)
+    if moved is None:
+        return False
     taken: dict[tuple[int, int], np.ndarray] = {}
     for item, spot in zip(items, placement.spots, strict=True):
         room = taken.get(spot)
         room = ledger.free[spot[0]][spot[1]] if room is None else room
         left = room - item.request
         if (left < 0).any():
+            for unit, was in reversed(moved):
+                ledger.move(unit, was)
             return False
         taken[spot] = left
     ledger.admit(action, placement)
+    bounds.admit(action.queue, items)
     return True
+
+
+def _moved_as_the_tick_did(
+    state: TickState, ledger: Plan, action: ActionInfo
+) -> list[tuple[UnitKey, NodeAssignment]] | None:
+    """Move the units the tick's check moved at `action`'s turn where it moved them, as the
+    moves taken (to undo), or None (nothing moved) when one of them is not where the tick
+    had it, or its new place lacks the room."""
+    turn = action.index
+    moves = state.moves.get(turn, [])
+    for unit, was in moves:
+        if _where(ledger, unit) != was:
+            return None
+    taken: list[tuple[UnitKey, NodeAssignment]] = []
+    for unit, was in moves:
+        placement = state.placed_before(unit, turn + 1, _where(state.plan, unit))
+        assert placement is not None, "a unit the tick moved sits somewhere"
+        ledger.move(unit, placement)
+        taken.append((unit, was))
+        if any((ledger.free[p][node] < 0).any() for p, node in placement.spots):
+            for moved, back in reversed(taken):
+                ledger.move(moved, back)
+            return None
+    return taken
+
+
+def _where(plan: Plan, unit: UnitKey) -> NodeAssignment | None:
+    """Where `plan` has a unit, None when it has not placed it."""
+    kind, index = unit
+    return (plan.env_started if kind == "env" else plan.admitted).get(index)
 
 
 def _spots(ledger: Plan, action: ActionInfo) -> set[Spot]:

@@ -72,6 +72,21 @@ def test_an_action_left_out_by_the_time_limit_says_so() -> None:
     assert [s.action for s in tick(_two_nodes(used=(3, 1))).scheduled] == ["a", "b", "c"]
 
 
+def test_the_ticks_state_has_its_admissions_where_they_sat_at_each_turn() -> None:
+    # Issue 18: "A suggestion is proven by re-running the whole tick on the changed snapshot
+    # (the deterministic engine, same options)." The tick came to c with a on the 5-GPU node
+    # and b on the 7-GPU one; c's check then moved a next to b. A proof resumed at c starts
+    # from the first picture, so it needs (and pays for) that check as the tick did, rather
+    # than finding c's node already cleared by the move.
+    _, state = tick_with_state(_two_nodes(used=(1, 3)))
+    position = state.problem.positions()
+    nodes_at_c = state.ledger_at(position["c"]).admitted
+    at_c = {a: nodes_at_c[position[a]] for a in "ab"}
+    left = {a: state.plan.admitted[position[a]] for a in "ab"}
+    assert at_c["a"] != at_c["b"] and left["a"] == left["b"]
+    assert state.ledger_at(position["d"]).admitted[position["a"]] == left["a"]
+
+
 def test_a_tick_leaves_its_working_state_to_reference_counting() -> None:
     # Issue 12: a tick makes hundreds of thousands of objects; held in a reference cycle, they
     # outlive it until a collection walks them all. Freed as the last reference goes, none
