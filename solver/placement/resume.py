@@ -12,10 +12,10 @@ action: caps and limits, best-fit, the placement model), and two shortcuts that 
 same answer:
 
 - in a tick whose refusals are all proven, an admission of the tick is admitted again where
-  the tick put it when that still has the room and passes its caps and limits (the units
-  its check moved moved as the tick moved them); on nodes where the walk placed nothing the
-  tick did not, the room is there, and is taken later for many admissions at once
-  (Plan.settle). Not one the change gives room to: best-fit weighs that room (the least
+  the tick put it when that still has the room and passes its caps and limits (and what
+  the tick's check moved at that turn moves as it did); on nodes where the walk placed
+  nothing the tick did not, the room is there, and is taken later for many admissions at
+  once (Plan.settle). Not one the change gives room to: best-fit weighs that room (the least
   loaded cluster, the node it fills most) and may place it elsewhere, as a whole tick would
   (D450). Where placements may decide a refusal (the limit cut the tick, or a check left
   one unproven), every admission is placed again by best-fit, as a whole tick of the
