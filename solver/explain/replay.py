@@ -27,12 +27,12 @@ from models.snapshot import (
 )
 from solver.explain.changes import apply_changes
 from solver.explain.frozen import global_order, plan_placement
-from solver.explain.patch import patch, reaches_room, touches
+from solver.explain.patch import Patched, patch, reaches_room, touches
 from solver.placement.best_fit import NO_ROOM
 from solver.placement.decode import RoomReasons
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal
-from solver.placement.problem import compile_snapshot
+from solver.placement.problem import ActionInfo, compile_snapshot
 from solver.placement.resume import Decided, TickState, first_touched, resume
 from solver.tick import TickOptions
 
@@ -117,7 +117,7 @@ class Replayer:
         target = patched.target
         room = reaches_room(patched)
         touched = touches(patched, target, room)
-        start = min(target, first_touched(state, touched, patched.absent, patched.hurts))
+        start = walk_start(state, patched, touched, target)
         if self._undecided(start, target) >= MOST_REDECIDED:
             return Replayed(False, False, "", [], [], finished=False)
         outcome = resume(
@@ -190,6 +190,25 @@ class Replayer:
             else:
                 self._line = self.state.pending(self.snapshot)
         return self._line
+
+
+def walk_start(
+    state: TickState, patched: Patched, touched: Callable[[ActionInfo], bool], stop: int
+) -> int:
+    """Where a walk of the change up to `stop` starts: the first position whose decision the
+    change could alter (solver.placement.resume.first_touched). Where placements decide
+    refusals, room added or freed in a cluster moves a whole tick's choice of cluster (the
+    least loaded) for every admission routed there, from the first one on (D452)."""
+    start = min(stop, first_touched(state, touched, patched.absent, patched.hurts))
+    if patched.clusters and state.placements_decide():
+        line = patched.problem
+        for i in sorted(state.plan.admitted):
+            if i >= start:
+                break
+            queue = line.queues[line.actions[i].queue]
+            if i not in patched.absent and not patched.clusters.isdisjoint(queue.clusters):
+                return i
+    return start
 
 
 class Verdict(StrEnum):
