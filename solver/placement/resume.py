@@ -539,8 +539,7 @@ def _admit_where_it_was(
         room = ledger.free[spot[0]][spot[1]] if room is None else room
         left = room - item.request
         if (left < 0).any():
-            for unit, was in reversed(moved):
-                ledger.move(unit, was)
+            _move_back(ledger, moved)
             return False
         taken[spot] = left
     ledger.admit(action, placement)
@@ -566,10 +565,15 @@ def _moved_as_the_tick_did(
         ledger.move(unit, placement)
         taken.append((unit, was))
         if any((ledger.free[p][node] < 0).any() for p, node in placement.spots):
-            for moved, back in reversed(taken):
-                ledger.move(moved, back)
+            _move_back(ledger, taken)
             return None
     return taken
+
+
+def _move_back(ledger: Plan, moved: list[tuple[UnitKey, NodeAssignment]]) -> None:
+    """Undo `moved` (each unit with where it sat before), the last first."""
+    for unit, was in reversed(moved):
+        ledger.move(unit, was)
 
 
 def _where(plan: Plan, unit: UnitKey) -> NodeAssignment | None:
