@@ -202,7 +202,7 @@ def walk_start(
     start = min(stop, first_touched(state, touched, patched.absent, patched.hurts))
     if patched.clusters and state.placements_decide():
         line = patched.problem
-        for i in sorted(state.plan.admitted):
+        for i in state.admissions():
             if i >= start:
                 break
             queue = line.queues[line.actions[i].queue]

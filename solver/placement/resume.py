@@ -141,6 +141,7 @@ class TickState:
     _components: np.ndarray | None = None
     _spending: tuple[list[int], list[tuple[float, float, bool]]] | None = None
     _moved: dict[UnitKey, list[tuple[int, NodeAssignment]]] | None = None
+    _admissions: list[int] | None = None
 
     def decided(self, result: TickResult) -> Decided:
         """`result`'s decisions by action id, kept for the last result asked about: every
@@ -187,6 +188,12 @@ class TickState:
             self._pending = (snapshot, [by_id[a.id] for a in self.problem.actions])
         return self._pending[1]
 
+    def admissions(self) -> list[int]:
+        """The positions the tick admitted, in line order, sorted once for every proof."""
+        if self._admissions is None:
+            self._admissions = sorted(self.plan.admitted)
+        return self._admissions
+
     def budget_at(self, start: int) -> tuple[float, bool]:
         """The checks' budget spent ahead of position `start`, and whether the limit was hit
         by then: where a whole tick of a change that alters nothing ahead of `start` stands
@@ -228,7 +235,7 @@ class TickState:
         if not absent and start in self._ledgers:
             return self._ledgers[start]
         ledger = Plan(self.problem)
-        for i in sorted(self.plan.admitted):
+        for i in self.admissions():
             if i >= start:
                 break
             if i not in absent:
