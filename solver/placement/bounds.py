@@ -55,13 +55,20 @@ class RoomBounds:
         self._eligible: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
         self._unit_clusters: dict[tuple[int, tuple[int, ...]], list[int]] = {}
         self._placeable: dict[tuple[int, tuple[tuple[int, bytes], ...]], int] = {}
+        self._unit_groups: dict[tuple[int, tuple[int, ...]], list[int]] = {}
 
     def admit(self, queue: int, items: list[Item]) -> None:
         """Count a decided unit's containers (an action's, or a pool's it starts)."""
-        clusters = self._clusters(queue, items)
-        for item in items:
-            self.container_group.append(self._group(self._eligible_pools(item, clusters)))
-            self.requests.append(item.request)
+        # A walk admits thousands of units between the flows it reads: their groups are
+        # worked out once per queue and pool sets (containers of one share their `pools`).
+        key = (queue, tuple(id(item.pools) for item in items))
+        groups = self._unit_groups.get(key)
+        if groups is None:
+            clusters = self._clusters(queue, items)
+            groups = [self._group(self._eligible_pools(item, clusters)) for item in items]
+            self._unit_groups[key] = groups
+        self.container_group.extend(groups)
+        self.requests.extend(item.request for item in items)
 
     def refutes(self, queue: int, items: list[Item]) -> bool:
         """Whether no placement of `items` (one unit of `queue`) exists next to the decided

@@ -296,6 +296,7 @@ class Decider:
                 position, admitted = ledger.room.walk_decided(
                     actions,
                     position,
+                    len(actions),
                     self.problem.envs,
                     runs,
                     members,

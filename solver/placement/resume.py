@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.errors import ErrorCode
+from models.resources import EMPTY
 from models.result import (
     EnvironmentStart,
     FailedAction,
@@ -58,7 +59,7 @@ from models.result import (
     WaitReason,
 )
 from models.snapshot import Action, Snapshot
-from solver.placement.best_fit import over_depth
+from solver.placement.best_fit import PassWords, over_depth
 from solver.placement.bounds import RoomBounds
 from solver.placement.connected import pool_components
 from solver.placement.decide import (
@@ -366,16 +367,20 @@ def resume(
             break
         if turn not in absent:
             shapes.add(*state.no_room[turn])
+    # Where placements may decide refusals, the tick's admissions are placed again by
+    # best-fit, as a whole tick of the change places them on the room the walk leaves.
+    again = state.placements_decide()
     # Nodes with less room than the tick left them at this point of the line: where the walk
-    # placed what the tick did not (None once the model has moved work: anywhere).
-    dirty: set[Spot] | None = set()
+    # placed what the tick did not (None once the model has moved work: anywhere). Only the
+    # tick's admissions put back where they were read it.
+    dirty: set[Spot] | None = None if again else set()
     let_in: list[int] = []
     displaced: list[int] = []
     opened: set[int] = set()  # queues whose strict head the change let in
     goal = line.actions[stop]
-    # Where placements may decide refusals, the tick's admissions are placed again by
-    # best-fit, as a whole tick of the change places them on the room the walk leaves.
-    again = state.placements_decide()
+    stretches = _Stretches(
+        state, line, stop, touched, room_touched, failures, deep, absent, arrived, opened
+    )
 
     def stands(action: ActionInfo, changed: Callable[[ActionInfo], bool]) -> bool:
         """Whether the tick's decision for `action` stands as far as the checks' budget
@@ -400,9 +405,21 @@ def resume(
         """Whether, after `action`'s turn, the action at `stop` is sure to be refused."""
         if not until_refused or action.queue != goal.queue or action.index == stop:
             return False
+        return refused_from_now_on()
+
+    def refused_from_now_on() -> bool:
         return goal.queue in heads or ledger.refusal(goal, device_caps=False) is not None
 
-    for action in line.actions[start:]:
+    position = start
+    while position <= stop:
+        if again and not displaced:
+            # The tick's admissions, and the refusals that stand between them, in a stretch
+            # walked by the compiled ledger up to the first turn that needs more.
+            position = stretches.walk(ledger, position, decider, refusals, heads, shapes)
+            if position > stop or (until_refused and refused_from_now_on()):
+                break
+        action = line.actions[position]
+        position += 1
         i = action.index
         if i in absent or i in failures:
             continue
@@ -455,6 +472,7 @@ def resume(
                     let_in.append(i)
                     if queue.strict and i in state.refusals:
                         opened.add(action.queue)
+                        stretches.forget(refusals, position)
                 if refused_for_sure(action):
                     break
                 continue
@@ -466,8 +484,10 @@ def resume(
             displaced.append(i)
             if proving:
                 break
+            stretches.forget(refusals, position)
         if refused_for_sure(action):
             break
+    stretches.forget(refusals, position)
     ledger.settle()
     return Resumed(
         plan=ledger,
@@ -478,6 +498,126 @@ def resume(
         finished=not budget.proof_cut,
         stopped=proving and (bool(displaced) or budget.proof_cut),
     )
+
+
+class _Stretches:
+    """The stretches of a walk that places every admission again (TickState.
+    placements_decide) which the compiled ledger walks on its own (RoomLedger.walk_decided),
+    while nothing the tick admitted has been displaced: the turns the walk decides by caps,
+    limits and best-fit alone (the tick's admissions, and refusals the change may lift, but
+    only while they stay refused), and between them the refusals that stand whatever the
+    walk admits ahead (as in resume: with no check of the tick's behind them to charge, no
+    memory of a request that found no room to add, and not for the tick's limit). The first
+    turn that needs more (a check, a displacement, a let-in) is the walk's own.
+    """
+
+    def __init__(
+        self,
+        state: TickState,
+        line: Problem,
+        stop: int,
+        touched: Callable[[ActionInfo], bool],
+        room_touched: Callable[[ActionInfo], bool],
+        failures: dict[int, Failure],
+        deep: set[int],
+        absent: frozenset[int],
+        arrived: frozenset[int],
+        opened: set[int],
+    ) -> None:
+        self.state = state
+        self.line = line
+        self.stop = stop
+        self.touched = touched
+        self.room_touched = room_touched
+        self.skipped = failures.keys() | absent  # the walk passes them by
+        self.own = deep | arrived  # decided by the walk's own hand
+        self.opened = opened  # the walk's, as it opens them
+        self.words = PassWords(line, state.plan)  # bound to the walk's ledger when walked
+        self.end = 0  # positions up to here are known to be in a stretch
+        self.decided: set[int] = set()  # the turns of the stretch the ledger decides
+        self.standing: list[int] = []  # refusals put in ahead of the walk, in line order
+
+    def walk(
+        self,
+        ledger: Plan,
+        position: int,
+        decider: Decider,
+        refusals: dict[int, Refusal],
+        heads: dict[int, int],
+        shapes: NoRoomMemo,
+    ) -> int:
+        """Walk the stretch from `position`: the position of the first turn that needs the
+        walk's own hand (past `stop` when none is left)."""
+        if position >= self.end:
+            self.end = self._stretch_end(position, refusals)
+        if position == self.end:
+            return position
+        if self.words.plan is not ledger:
+            self.words = PassWords(self.line, ledger)
+        ledger.settle()
+        reached, admitted = ledger.room.walk_decided(
+            self.line.actions,
+            position,
+            self.end,
+            self.line.envs,
+            [usage.runs for usage in ledger.usage],
+            self.decided,
+            refusals,
+            heads,
+            shapes,
+            self.words,
+            EMPTY,
+            None,
+            kept=self.state.plan.admitted,
+        )
+        ledger.record(admitted, decider.bounds.admit)
+        return reached
+
+    def forget(self, refusals: dict[int, Refusal], position: int) -> None:
+        """Take the refusals put in from `position` on out again: the walk stopped there, or
+        what stands ahead changed (an admission displaced, after which no refusal stands for
+        sure, or a strict queue opened)."""
+        for i in self.standing:
+            if i >= position:
+                refusals.pop(i, None)
+        self.standing = []
+        self.end = position
+
+    def _stretch_end(self, position: int, refusals: dict[int, Refusal]) -> int:
+        """The first position from `position` on that is neither a turn the ledger decides
+        nor a refusal that stands (each put in `refusals` now, as the walk would)."""
+        state, actions, admitted = self.state, self.line.actions, self.state.plan.admitted
+        self.decided = set()
+        while position <= self.stop:
+            i = position
+            if i in self.skipped:
+                position += 1
+                continue
+            if i in self.own:
+                break
+            refusal = state.refusals.get(i)
+            action = actions[i]
+            if (
+                i in admitted
+                or refusal is None
+                or action.queue in self.opened
+                or (
+                    self.touched(action)
+                    and (refusal.reason not in ROOM or self.room_touched(action))
+                )
+            ):
+                self.decided.add(i)  # the walk decides it whatever its budget
+            elif (
+                refusal.reason is not WaitReason.SOLVER_LIMIT
+                and i not in state.no_room
+                and i not in state.beyond_best_fit
+            ):
+                refusals[i] = refusal
+                self.standing.append(i)
+            else:
+                break
+            position += 1
+        return position
 
 
 def first_touched(

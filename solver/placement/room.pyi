@@ -138,6 +138,7 @@ class RoomLedger:
         self,
         actions: Sequence[ActionInfo],
         start: int,
+        stop: int,
         envs: Sequence[EnvInfo],
         runs_of: Sequence[set[str]],
         members: Container[int],
@@ -147,6 +148,7 @@ class RoomLedger:
         words: PassWords,
         empty: ResourceVector,
         out_of_time: Refusal | None,
+        kept: Container[int] | None = None,
     ) -> tuple[int, list[tuple[ActionInfo, Found | None]]]: ...
 
 class Packer:

@@ -1004,8 +1004,8 @@ cdef class RoomLedger:
         return admitted
 
     def walk_decided(
-        self, actions, Py_ssize_t start, envs, runs_of, members, refusals, heads, shapes, words,
-        empty, out_of_time
+        self, actions, Py_ssize_t start, Py_ssize_t stop, envs, runs_of, members, refusals,
+        heads, shapes, words, empty, out_of_time, kept=None
     ):
         """The decide walk (solver.placement.decide) from position `start`, as far as its
         verdicts need nothing but caps, limits and best-fit: each member is refused behind
@@ -1017,8 +1017,11 @@ cdef class RoomLedger:
         With `out_of_time` (the refusal for the time limit: given once the tick's checks
         have run out of it), an action best-fit found no room for is refused with it where
         the fleet, emptied of this tick's work, could hold it (where not, the refusal is a
-        proof, which the Decider records)."""
-        cdef Py_ssize_t pos, i, q, starting, stop = len(actions)
+        proof, which the Decider records). It walks up to position `stop` (not included).
+        With `kept` (a resumed walk: solver.placement.resume), a member of `kept` it would
+        refuse needs more too, as does a member not of `kept` it would admit: the walk's
+        own hand records what it displaces and what it lets in."""
+        cdef Py_ssize_t pos, i, q, starting
         cdef UnitRows rows
         cdef ChargeRows charge
         admitted = []
@@ -1032,6 +1035,8 @@ cdef class RoomLedger:
                 continue
             head = heads.get(q)
             if head is not None:
+                if kept is not None and i in kept:
+                    return pos, admitted
                 refusals[i] = words.behind(head)
                 continue
             items, demand, starting = self._unit_of(action, envs, empty)
@@ -1041,11 +1046,15 @@ cdef class RoomLedger:
             if found is not None:
                 if found[0] == CAP and self.landed[q, <Py_ssize_t>found[1]] > 0:
                     return pos, admitted
+                if kept is not None and i in kept:
+                    return pos, admitted
                 refusals[i] = words.refusal(q, found, demand)
                 if self.fleet.strict[q]:
                     heads.setdefault(q, i)
                 continue
             if not items:
+                if kept is not None and i not in kept:
+                    return pos, admitted
                 refusals.pop(i, None)
                 self._admit(q, action.run, runs, None, charge, starting)
                 admitted.append((action, None))
@@ -1054,6 +1063,8 @@ cdef class RoomLedger:
                 return pos, admitted
             rows = self.fleet.rows.unit(items)
             if not self._fleet_may_hold(rows):
+                if kept is not None and i in kept:
+                    return pos, admitted
                 refusals[i] = words.no_room
                 if self.fleet.strict[q]:
                     heads.setdefault(q, i)
@@ -1066,6 +1077,8 @@ cdef class RoomLedger:
                 if self.fleet.strict[q]:
                     heads.setdefault(q, i)
                 continue
+            if kept is not None and i not in kept:
+                return pos, admitted
             refusals.pop(i, None)
             self._admit(q, action.run, runs, rows, charge, starting)
             self._take_rows(rows, +1, True)
