@@ -37,8 +37,12 @@ class RoomBounds:
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
         pools = problem.pools
-        # Per pool and node: room next to the running work (pinned); every node to full scale.
-        self.capacity = [np.maximum(pool.room - pool.used, 0) for pool in pools]
+        # Per node of every pool, pool by pool: room next to the running work (pinned); every
+        # node to full scale. `_pool_rows` bounds each pool's rows.
+        capacity = [np.maximum(pool.room - pool.used, 0) for pool in pools]
+        dims = len(problem.dims)
+        self._capacity = np.concatenate(capacity).astype(np.int64) if capacity else _rows(dims)
+        self._pool_rows = np.concatenate([[0], np.cumsum([len(c) for c in capacity])])
         self.declared = np.array([pool.room < UNBOUNDED for pool in pools], dtype=bool).reshape(
             len(pools), len(problem.dims)
         )
@@ -46,6 +50,9 @@ class RoomBounds:
         self.group_pools: list[np.ndarray] = []
         self.requests: list[np.ndarray] = []  # per decided container
         self.container_group: list[int] = []
+        # The same, as arrays, up to the containers decided when the flows were last read.
+        self._requested = _rows(len(problem.dims))
+        self._grouped = np.zeros(0, dtype=np.int64)
         # What the decided containers ask of each family of flows, per group, counted up to
         # the first so many containers of `requests` (the rest are added when it is next read).
         self._families: dict[Family, tuple[int, np.ndarray]] = {}
@@ -180,39 +187,40 @@ class RoomBounds:
     def _demand(self, family: Family) -> np.ndarray:
         """Per group, what its decided containers ask of the family: counted when first
         read, then brought up to date with the containers decided since, all at once."""
-        known = self._families.get(family)
-        if known is None:
-            dim, size, slots = family
-            values = np.array([request[dim] for request in self.requests], dtype=np.int64)
-            amounts = np.where(values >= size, 1 if slots else values, 0)
-            demand = np.bincount(
-                np.array(self.container_group, dtype=np.int64),
-                weights=amounts,
-                minlength=len(self.group_pools),
-            ).astype(np.int64)
-        else:
-            counted, demand = known
-            groups = len(self.group_pools)
-            if counted == len(self.requests) and len(demand) == groups:
-                return demand
-            demand = np.concatenate([demand, np.zeros(groups - len(demand), dtype=np.int64)])
-            added = [_amount(request, family) for request in self.requests[counted:]]
-            np.add.at(demand, self.container_group[counted:], np.array(added, dtype=np.int64))
+        counted, demand = self._families.get(family, (0, np.zeros(0, dtype=np.int64)))
+        groups = len(self.group_pools)
+        if counted == len(self.requests) and len(demand) == groups:
+            return demand
+        requested, grouped = self._decided()
+        dim, size, slots = family
+        values = requested[counted:, dim]
+        amounts = np.where(values >= size, 1 if slots else values, 0)
+        added = np.bincount(grouped[counted:], weights=amounts, minlength=groups)
+        demand = np.concatenate([demand, np.zeros(groups - len(demand), dtype=np.int64)])
+        demand = demand + added.astype(np.int64)
         self._families[family] = (len(self.requests), demand)
         return demand
+
+    def _decided(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every decided container's request, one row each, and its group."""
+        have = len(self._grouped)
+        if have < len(self.requests):
+            self._requested = np.vstack([self._requested, np.array(self.requests[have:])])
+            self._grouped = np.concatenate(
+                [self._grouped, np.array(self.container_group[have:], dtype=np.int64)]
+            )
+        return self._requested, self._grouped
 
     def _room_of(self, family: Family) -> np.ndarray:
         """Per pool, what its nodes offer the family (unbounded where it declares none)."""
         room = self._room.get(family)
         if room is None:
             dim, size, slots = family
-            offered = []
-            for capacity in self.capacity:
-                column = capacity[:, dim]
-                offered.append(
-                    int((column // size).sum()) if slots else int(column[column >= size].sum())
-                )
-            room = np.where(self.declared[:, dim], np.array(offered, dtype=np.int64), UNBOUNDED)
+            column = self._capacity[:, dim]
+            offered = column // size if slots else np.where(column >= size, column, 0)
+            summed = np.concatenate([[0], np.cumsum(offered)])
+            offered = summed[self._pool_rows[1:]] - summed[self._pool_rows[:-1]]
+            room = np.where(self.declared[:, dim], offered, UNBOUNDED)
             self._room[family] = room
         return room
 
@@ -223,3 +231,7 @@ def _amount(request: np.ndarray, family: Family) -> int:
     if value < size:
         return 0
     return 1 if slots else value
+
+
+def _rows(dims: int) -> np.ndarray:
+    return np.zeros((0, dims), dtype=np.int64)
