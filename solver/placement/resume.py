@@ -378,9 +378,12 @@ def resume(
     displaced: list[int] = []
     opened: set[int] = set()  # queues whose strict head the change let in
     goal = line.actions[stop]
+    # A walk that stops once the action is sure to be refused asks after each turn of its
+    # queue: those turns are the walk's own.
     stretches = _Stretches(
-        state, line, stop, touched, room_touched, failures, deep, absent, arrived, opened
-    )
+        state, line, stop, touched, room_touched, failures, deep, absent, arrived, opened,
+        goal.queue if until_refused else None,
+    )  # fmt: skip
 
     def stands(action: ActionInfo, changed: Callable[[ActionInfo], bool]) -> bool:
         """Whether the tick's decision for `action` stands as far as the checks' budget
@@ -405,9 +408,6 @@ def resume(
         """Whether, after `action`'s turn, the action at `stop` is sure to be refused."""
         if not until_refused or action.queue != goal.queue or action.index == stop:
             return False
-        return refused_from_now_on()
-
-    def refused_from_now_on() -> bool:
         return goal.queue in heads or ledger.refusal(goal, device_caps=False) is not None
 
     position = start
@@ -416,7 +416,7 @@ def resume(
             # The tick's admissions, and the refusals that stand between them, in a stretch
             # walked by the compiled ledger up to the first turn that needs more.
             position = stretches.walk(ledger, position, decider, refusals, heads, shapes)
-            if position > stop or (until_refused and refused_from_now_on()):
+            if position > stop:
                 break
         action = line.actions[position]
         position += 1
@@ -523,6 +523,7 @@ class _Stretches:
         absent: frozenset[int],
         arrived: frozenset[int],
         opened: set[int],
+        asking: int | None,
     ) -> None:
         self.state = state
         self.line = line
@@ -532,6 +533,7 @@ class _Stretches:
         self.skipped = failures.keys() | absent  # the walk passes them by
         self.own = deep | arrived  # decided by the walk's own hand
         self.opened = opened  # the walk's, as it opens them
+        self.asking = asking  # the queue whose every turn is the walk's own, if any
         self.words = PassWords(line, state.plan)  # bound to the walk's ledger when walked
         self.end = 0  # positions up to here are known to be in a stretch
         self.decided: set[int] = set()  # the turns of the stretch the ledger decides
@@ -593,10 +595,10 @@ class _Stretches:
             if i in self.skipped:
                 position += 1
                 continue
-            if i in self.own:
+            action = actions[i]
+            if i in self.own or action.queue == self.asking:
                 break
             refusal = state.refusals.get(i)
-            action = actions[i]
             if (
                 i in admitted
                 or refusal is None
