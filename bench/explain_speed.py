@@ -20,11 +20,13 @@ Issue 18: suggestions are proven by re-running the tick (solver.explain.replay);
 also counts the suggestions offered, those left unproven and ruled out, and the most ticks
 one explanation re-ran.
 
-`--baseline DIR` first measures another tree of the project (an export of an older commit,
-`git archive` or `git worktree add`) the same way in a subprocess whose imports come from
-DIR, then this one, and prints both side by side: a before/after of the same run, on the
-same machine load. A tree older than the tick's state (no `tick_with_state`) is measured
-without it.
+`--baseline DIR` measures another tree of the project (an export of an older commit,
+`git archive` or `git worktree add`) beside this one, each in a subprocess whose imports come
+from its tree, and prints both side by side: a before/after of the same run. The two take
+turns explanation by explanation (one explains while the other waits; which goes first
+alternates), so a machine whose speed drifts during the run (a shared one's does, by a
+fifth and more over a minute) slows both sides alike. A tree older than the tick's state
+(no `tick_with_state`) is measured without it.
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ import click
 
 from fixtures.generators.synthetic import M, synthetic
 from models.result import TickResult
+from models.snapshot import Snapshot
 from solver.explain.action import explain
 from solver.tick import TickOptions, tick
 
 BUDGET_S = 1.0
+ROOT = Path(__file__).resolve().parents[1]  # this tree
 
 
 @dataclass
@@ -81,8 +85,17 @@ def _spread(ids: list[str], count: int) -> list[str]:
     return [ids[round(i * step)] for i in range(count)]
 
 
-def measure(per_group: int, seed: int, time_limit: float, rebuild: bool) -> dict[str, list[Sample]]:
-    """Explanations of the M scenario's tick, by group; progress on stderr."""
+@dataclass
+class _Tick:
+    """The M scenario ticked once, and what its explanations are given."""
+
+    snapshot: Snapshot
+    result: TickResult
+    extra: dict[str, Any]  # what this tree's explain() takes beside them
+
+
+def _ticked(seed: int, time_limit: float, rebuild: bool) -> _Tick:
+    """The M scenario and its tick, explanations' caches warm; progress on stderr."""
     started = time.perf_counter()
     snapshot = synthetic(M, seed)
     queued = sum(1 for a in snapshot.actions if a.state.value == "queued")
@@ -106,24 +119,92 @@ def measure(per_group: int, seed: int, time_limit: float, rebuild: bool) -> dict
         err=True,
     )
     explain(snapshot, result.waiting[0].action, result, **extra)  # imports and caches warm
+    return _Tick(snapshot, result, extra)
+
+
+def _chosen(result: TickResult, per_group: int) -> list[tuple[str, str]]:
+    """(group, action) of every explanation to time, group by group."""
+    return [
+        (group, action)
+        for group, ids in sorted(_groups(result).items())
+        for action in _spread(ids, per_group)
+    ]
+
+
+def _timed(ticked: _Tick, action: str) -> Sample:
+    clock = time.process_time()
+    explanation = explain(ticked.snapshot, action, ticked.result, **ticked.extra)
+    elapsed = time.process_time() - clock
+    return Sample(
+        action,
+        elapsed,
+        explanation.model_solves,
+        explanation.replays,
+        len(explanation.suggestions),
+        len(explanation.unproven),
+        len(explanation.ruled_out),
+    )
+
+
+def measure(per_group: int, seed: int, time_limit: float, rebuild: bool) -> dict[str, list[Sample]]:
+    """Explanations of the M scenario's tick, by group; progress on stderr."""
+    ticked = _ticked(seed, time_limit, rebuild)
     samples: dict[str, list[Sample]] = {}
-    for group, ids in sorted(_groups(result).items()):
-        for action in _spread(ids, per_group):
-            clock = time.process_time()
-            explanation = explain(snapshot, action, result, **extra)
-            elapsed = time.process_time() - clock
-            samples.setdefault(group, []).append(
-                Sample(
-                    action,
-                    elapsed,
-                    explanation.model_solves,
-                    explanation.replays,
-                    len(explanation.suggestions),
-                    len(explanation.unproven),
-                    len(explanation.ruled_out),
-                )
-            )
+    for group, action in _chosen(ticked.result, per_group):
+        samples.setdefault(group, []).append(_timed(ticked, action))
     return samples
+
+
+def _serve(seed: int, time_limit: float, rebuild: bool, per_group: int) -> None:
+    """One side of an interleaved comparison: the explanations to time as a JSON line, then
+    a JSON Sample line for each action id read from stdin."""
+    ticked = _ticked(seed, time_limit, rebuild)
+    print(json.dumps(_chosen(ticked.result, per_group)), flush=True)
+    for line in sys.stdin:
+        print(json.dumps(asdict(_timed(ticked, line.strip()))), flush=True)
+
+
+def _interleaved(
+    trees: tuple[Path, Path], arguments: list[str]
+) -> tuple[dict[str, list[Sample]], dict[str, list[Sample]]]:
+    """The same explanations timed in both trees (before, after), taking turns."""
+    sides = [
+        subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--serve", *arguments],
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for tree in trees
+    ]
+    try:
+        chosen = [json.loads(_line(side)) for side in sides][1]  # this tree's choice
+        timed: tuple[dict[str, list[Sample]], dict[str, list[Sample]]] = ({}, {})
+        with click.progressbar(chosen, label="explanations, both trees", file=sys.stderr) as bar:
+            for k, (group, action) in enumerate(bar):
+                for turn in (0, 1) if k % 2 == 0 else (1, 0):
+                    side = sides[turn]
+                    assert side.stdin is not None
+                    side.stdin.write(action + "\n")
+                    side.stdin.flush()
+                    sample = Sample(**json.loads(_line(side)))
+                    timed[turn].setdefault(group, []).append(sample)
+        return timed
+    finally:
+        for side in sides:
+            if side.stdin is not None:
+                side.stdin.close()
+            side.wait()
+
+
+def _line(side: subprocess.Popen[str]) -> str:
+    assert side.stdout is not None
+    line = side.stdout.readline()
+    if not line:
+        raise click.ClickException(f"a measured tree stopped (exit {side.wait()})")
+    return line
 
 
 def _table(samples: dict[str, list[Sample]]) -> None:
@@ -170,21 +251,23 @@ def _compare(before: dict[str, list[Sample]], after: dict[str, list[Sample]]) ->
             f" {sum(s.unproven for s in old):>3} -> {sum(s.unproven for s in new):<3}"
             f" {sum(s.offered for s in old):>3} -> {sum(s.offered for s in new):<3}"
         )
+    paired = {s.action: s.seconds for rows in before.values() for s in rows}
+    ratios = [
+        s.seconds / paired[s.action]
+        for rows in after.values()
+        for s in rows
+        if paired.get(s.action, 0) > 0
+    ]
+    if ratios:
+        click.echo(
+            f"after / before, explanation by explanation: median {statistics.median(ratios):.2f}"
+        )
     for name, rows in (("before", before), ("after", after)):
         every = [s.seconds for group in rows.values() for s in group]
         click.echo(
             f"{name}: {len(every)} explanations, median {statistics.median(every) * 1e3:.0f} ms,"
             f" slowest {max(every) * 1e3:.0f} ms"
         )
-
-
-def _measured_in(tree: Path, arguments: list[str]) -> dict[str, list[Sample]]:
-    """This script run on another tree's code (its imports first on the path)."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    command = [sys.executable, str(Path(__file__).resolve()), "--json", *arguments]
-    out = subprocess.run(command, cwd=tree, env=env, check=True, stdout=subprocess.PIPE, text=True)
-    raw = json.loads(out.stdout)
-    return {group: [Sample(**s) for s in rows] for group, rows in raw.items()}
 
 
 @click.command()
@@ -197,28 +280,33 @@ def _measured_in(tree: Path, arguments: list[str]) -> dict[str, list[Sample]]:
 @click.option(
     "--baseline",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Another tree of the project to measure first, in the same run.",
+    help="Another tree of the project to measure beside this one, taking turns.",
 )
 @click.option("--json", "as_json", is_flag=True, help="The samples as JSON on stdout.")
+@click.option("--serve", is_flag=True, hidden=True, help="One side of --baseline.")
 def main(
     per_group: int, seed: int, time_limit: float, rebuild: bool, baseline: Path | None,
-    as_json: bool,
+    as_json: bool, serve: bool,
 ) -> None:  # fmt: skip
+    if serve:
+        _serve(seed, time_limit, rebuild, per_group)
+        return
+    if baseline is None:
+        after = measure(per_group, seed, time_limit, rebuild)
+        if as_json:
+            click.echo(json.dumps({g: [asdict(s) for s in rows] for g, rows in after.items()}))
+        else:
+            _table(after)
+        return
     arguments = ["--per-group", str(per_group), "--seed", str(seed)]
     arguments += ["--time-limit", str(time_limit)] + (["--rebuild"] if rebuild else [])
-    before = _measured_in(baseline, arguments) if baseline is not None else None
-    after = measure(per_group, seed, time_limit, rebuild)
-    if as_json:
-        click.echo(json.dumps({g: [asdict(s) for s in rows] for g, rows in after.items()}))
-        return
-    if before is not None:
-        click.echo(f"before ({baseline}):")
-        _table(before)
-        click.echo("\nafter (this tree):")
+    before, after = _interleaved((baseline, ROOT), arguments)
+    click.echo(f"before ({baseline}):")
+    _table(before)
+    click.echo("\nafter (this tree):")
     _table(after)
-    if before is not None:
-        click.echo("\nbefore -> after, CPU seconds:")
-        _compare(before, after)
+    click.echo("\nbefore -> after, CPU seconds:")
+    _compare(before, after)
 
 
 if __name__ == "__main__":
