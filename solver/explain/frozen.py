@@ -24,7 +24,6 @@ own line that are left out, so the depth still counts them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from models.errors import NotFound
@@ -42,7 +41,7 @@ from models.snapshot import (
 )
 from solver.placement.plan import NodeAssignment, Plan
 from solver.placement.problem import ActionInfo, CompileCache, Problem, compile_snapshot
-from solver.placement.resume import Decided
+from solver.placement.resume import Decided, Occupancy
 
 HOLD_RESOURCE = "sluice.dev/explain-held-head"
 """A resource only the proof snapshot's held head asks for; its queue caps it below use."""
@@ -167,58 +166,43 @@ def _usable_pools(snapshot: Snapshot, line: Line) -> set[tuple[str, str]]:
     }
 
 
-def _occupies(
-    action: Action, decision: ScheduledAction | None, line: Line, pools: set[tuple[str, str]]
-) -> bool:
-    """Whether the work of a running or admitted action sits on one of `pools` ((cluster,
-    pool) pairs). Asked of every running and admitted action ahead of each explained one:
-    it stops at the first hit, and makes no set of its spots."""
-    containers: Sequence[ContainerPlacement]
-    if decision is None:
-        placement = action.placement
-        if placement is None:
-            return False
-        cluster, containers = placement.cluster, placement.containers
-    else:
-        start = line.env_starts.get(action.environment or "")
-        if decision.cluster is None and start is not None:
-            cluster, containers = start.cluster, start.containers
-        elif decision.cluster:
-            cluster, containers = decision.cluster, decision.containers
-        else:
-            return False
-    return any((cluster, container.node_pool) in pools for container in containers)
-
-
-def _reduced(snapshot: Snapshot, line: Line, *, fixed: bool) -> Snapshot:
-    """The reduced world; with `fixed`, the admissions ahead are running work.
+def _reduced(
+    snapshot: Snapshot, line: Line, *, fixed: bool, occupancy: Occupancy | None = None
+) -> Snapshot:
+    """The reduced world; with `fixed`, the admissions ahead are running work. `occupancy`:
+    where the snapshot's work and the result's admissions sit (made here without it).
 
     Work of the action's own queue counts against its caps and limits, so all of it stays;
     of other queues' work, what sits on pools the action could use.
     """
+    if occupancy is None:
+        ahead = {a.id: d for a, d in line.admitted}
+        occupancy = Occupancy.of(snapshot, Decided(ahead, {}, {}, line.env_starts))
     usable = _usable_pools(snapshot, line)
     mine = line.action.queue
+    nowhere: frozenset[tuple[str, str]] = frozenset()
 
-    def touches(action: Action, decision: ScheduledAction | None = None) -> bool:
-        return action.queue == mine or _occupies(action, decision, line, usable)
+    def touches(action: Action) -> bool:
+        return action.queue == mine or not occupancy.pools.get(action.id, nowhere).isdisjoint(
+            usable
+        )
 
-    decisions = {a.id: d for a, d in line.admitted if touches(a, d)}
-    keep_ids = {line.action.id, *decisions}
+    decisions = {a.id: d for a, d in line.admitted if touches(a)}
+    kept = [(occupancy.pending_at[a.id], a) for a, _ in line.admitted if a.id in decisions]
+    kept.append((occupancy.pending_at[line.action.id], line.action))
     if line.head is not None:
-        keep_ids.add(line.head.id)
-    starters = {start.environment for start in line.env_starts.values()}
+        kept.append((occupancy.pending_at[line.head.id], line.head))
+    kept += [(at, a) for at, a in occupancy.running if touches(a)]
+    kept.sort(key=lambda entry: entry[0])  # as the snapshot lists them
     actions: list[Action] = []
-    for action in snapshot.actions:
-        if action.state is ActionState.RUNNING:
-            if touches(action):
-                actions.append(action)
-        elif action.id in keep_ids:
-            if fixed and action.id in decisions:
-                actions.append(as_running(action, decisions[action.id]))
-            elif fixed and line.head is not None and action.id == line.head.id:
-                actions.append(_held(action, snapshot))
-            else:
-                actions.append(action)
+    for _, action in kept:
+        if fixed and action.id in decisions:
+            actions.append(as_running(action, decisions[action.id]))
+        elif fixed and line.head is not None and action.id == line.head.id:
+            actions.append(_held(action, snapshot))
+        else:
+            actions.append(action)
+    starters = {start.environment for start in line.env_starts.values()}
     queues = []
     for queue in snapshot.queues:
         if queue.name == line.queue.name:
@@ -330,12 +314,13 @@ def freeze(
     kept: CompileCache | None = None,
     position: int | None = None,
     decided: Decided | None = None,
+    occupancy: Occupancy | None = None,
 ) -> Frozen:
     """The ledger form: compile the reduced world and place the admissions ahead (`order`,
     `position` and `decided` as for `read_line`; `kept`: what earlier explanations of the
-    fleet compiled)."""
+    fleet compiled; `occupancy`: where `result`'s admissions and the snapshot's work sit)."""
     line = read_line(snapshot, action_id, result, order, position, decided)
-    world = _reduced(snapshot, line, fixed=False)
+    world = _reduced(snapshot, line, fixed=False, occupancy=occupancy)
     problem = compile_snapshot(world, kept)
     plan = Plan(problem)
     decisions = {a.id: d for a, d in line.admitted}

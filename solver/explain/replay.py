@@ -33,7 +33,7 @@ from solver.placement.decode import RoomReasons
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal
 from solver.placement.problem import ActionInfo, compile_snapshot
-from solver.placement.resume import Decided, TickState, first_touched, resume
+from solver.placement.resume import Decided, Occupancy, TickState, first_touched, resume
 from solver.tick import TickOptions
 
 # Replays one explanation may spend, and what each may spend on checks of its own (estimated
@@ -87,6 +87,13 @@ class Replayer:
         )
         self.replays = 0
         self._line: list[Action] | None = None
+
+    def occupancy(self) -> Occupancy | None:
+        """Where the snapshot's work and the result's admissions sit, as the tick's state
+        keeps it for all the result's explanations; None without that state."""
+        if self.state is None or self.result is None:
+            return None
+        return self.state.occupancy(self.snapshot, self.result)
 
     def within_budget(self) -> bool:
         return self.replays < MOST_REPLAYS

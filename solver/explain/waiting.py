@@ -46,6 +46,7 @@ def explain_waiting(
         worlds,
         replayer.position(),
         replayer.decided,
+        replayer.occupancy(),
     )
     model = ExplainModel(frozen)
     words = _Words(model, result)

@@ -58,7 +58,7 @@ from models.result import (
     WaitingAction,
     WaitReason,
 )
-from models.snapshot import Action, Snapshot
+from models.snapshot import Action, ActionState, Snapshot
 from solver.placement.best_fit import PassWords, over_depth
 from solver.placement.bounds import RoomBounds
 from solver.placement.connected import pool_components
@@ -111,6 +111,46 @@ class Decided:
         return action_id in self.scheduled or action_id in self.failed or action_id in self.waiting
 
 
+@dataclass(frozen=True)
+class Occupancy:
+    """Where a snapshot's running work and a tick result's admissions sit, as (cluster, pool)
+    pairs by action id, and where the snapshot lists its running and pending actions: what the
+    world of each explanation of the result keeps (solver.explain.frozen), made once for all
+    of them (TickState.occupancy)."""
+
+    pools: dict[str, frozenset[tuple[str, str]]]
+    running: list[tuple[int, Action]]  # by place in snapshot.actions
+    pending_at: dict[str, int]  # a pending action's place in snapshot.actions
+
+    @staticmethod
+    def of(snapshot: Snapshot, decided: Decided) -> Occupancy:
+        pools: dict[str, frozenset[tuple[str, str]]] = {}
+        running: list[tuple[int, Action]] = []
+        pending_at: dict[str, int] = {}
+        for at, action in enumerate(snapshot.actions):
+            if action.state is ActionState.RUNNING:
+                running.append((at, action))
+                placement = action.placement
+                if placement is not None:
+                    pools[action.id] = frozenset(
+                        (placement.cluster, c.node_pool) for c in placement.containers
+                    )
+                continue
+            pending_at[action.id] = at
+            decision = decided.scheduled.get(action.id)
+            if decision is None:
+                continue
+            # An admission that starts its reusable pool sits where the pool starts.
+            start = decided.env_starts.get(action.environment or "")
+            if decision.cluster is None and start is not None:
+                pools[action.id] = frozenset((start.cluster, c.node_pool) for c in start.containers)
+            elif decision.cluster:
+                pools[action.id] = frozenset(
+                    (decision.cluster, c.node_pool) for c in decision.containers
+                )
+        return Occupancy(pools, running, pending_at)
+
+
 @dataclass
 class TickState:
     """What a tick leaves to resume from: its compiled problem and every decision of it."""
@@ -139,6 +179,7 @@ class TickState:
     _proofs: ModelAnswers | None = None
     _undecided: tuple[TickResult, np.ndarray] | None = None
     _decided: tuple[TickResult, Decided] | None = None
+    _occupancy: tuple[Snapshot, TickResult, Occupancy] | None = None
     _components: np.ndarray | None = None
     _spending: tuple[list[int], list[tuple[float, float, bool]]] | None = None
     _moved: dict[UnitKey, list[tuple[int, NodeAssignment]]] | None = None
@@ -150,6 +191,18 @@ class TickState:
         if self._decided is None or self._decided[0] is not result:
             self._decided = (result, Decided.of(result))
         return self._decided[1]
+
+    def occupancy(self, snapshot: Snapshot, result: TickResult) -> Occupancy:
+        """Where `snapshot`'s work and `result`'s admissions sit, kept for the last pair
+        asked about: every explanation of the result keeps what of it its world touches."""
+        known = self._occupancy
+        if known is None or known[0] is not snapshot or known[1] is not result:
+            known = self._occupancy = (
+                snapshot,
+                result,
+                Occupancy.of(snapshot, self.decided(result)),
+            )
+        return known[2]
 
     def undecided_before(self, result: TickResult) -> np.ndarray:
         """Per position of the line, how many actions ahead of it `result` did not decide,
