@@ -24,10 +24,11 @@ own line that are left out, so the depth still counts them.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from models.errors import NotFound
-from models.result import EnvironmentStart, ScheduledAction, TickResult, WaitReason
+from models.result import EnvironmentStart, ScheduledAction, TickResult
 from models.snapshot import (
     Action,
     ActionState,
@@ -41,7 +42,7 @@ from models.snapshot import (
 )
 from solver.placement.plan import NodeAssignment, Plan
 from solver.placement.problem import ActionInfo, CompileCache, Problem, compile_snapshot
-from solver.placement.resume import Decided, Occupancy
+from solver.placement.resume import Decided, ResultView
 
 HOLD_RESOURCE = "sluice.dev/explain-held-head"
 """A resource only the proof snapshot's held head asks for; its queue caps it below use."""
@@ -87,51 +88,41 @@ def read_line(
     snapshot: Snapshot,
     action_id: str,
     result: TickResult,
-    order: list[Action] | None = None,
     position: int | None = None,
-    decided: Decided | None = None,
+    view: ResultView | None = None,
 ) -> Line:
     """The decisions ahead of `action_id` (a pending action of `snapshot`) in `result`.
 
     `result` may come from an earlier snapshot (the service's last tick): admissions
     whose actions are running by now are already in the snapshot as running work.
-    `order`: the snapshot's `global_order`, when the caller has it, `position`: the
-    action's place in it, and `decided`: `result`'s decisions by id.
+    `view`: `result` read against the snapshot, when the caller has it; `position`: the
+    action's place in its line.
     """
-    order = global_order(snapshot) if order is None else order
+    view = view or ResultView.of(snapshot, global_order(snapshot), Decided.of(result))
+    order = view.order
     if position is None:
         position = next((i for i, a in enumerate(order) if a.id == action_id), None)
     if position is None:
         raise NotFound(f"action {action_id!r} is not queued in the snapshot")
     action = order[position]
     queue = snapshot.queue(action.queue)
-    decided = decided or Decided.of(result)
-    scheduled, failed, waiting = decided.scheduled, decided.failed, decided.waiting
-    starts = decided.env_starts
-    admitted: list[tuple[Action, ScheduledAction]] = []
+    admitted = view.admitted[: bisect_left(view.admitted_at, position)]
+    starts = view.decided.env_starts
     env_starts: dict[str, EnvironmentStart] = {}
+    for at, env in view.env_first:
+        if at >= position:
+            break
+        env_starts[env] = starts[env]
+    # Of the actions ahead in its queue that the tick refused, the reduced world keeps the
+    # head of a strict line (an action past the depth blocks nothing: the tick skips it)
+    # and leaves the rest out.
+    refused, deep = view.refused.get(action.queue, ([], []))
+    ahead = bisect_left(refused, position)
     head: Action | None = None
-    dropped = 0
-    strict = queue.scheduling is Scheduling.STRICT_FIFO
-    for ahead in order[:position]:
-        decision = scheduled.get(ahead.id)
-        if decision is not None:
-            admitted.append((ahead, decision))
-            env = ahead.environment
-            if env is not None and env in starts and env not in env_starts:
-                env_starts[env] = starts[env]
-        elif ahead.queue == action.queue and ahead.id not in failed:
-            # An action past the depth blocks nothing (the tick skips it), so it is no head.
-            refused = waiting.get(ahead.id)
-            if (
-                strict
-                and head is None
-                and (refused is None or refused.reason is not WaitReason.DEPTH)
-            ):
-                head = ahead
-            else:
-                dropped += 1
-    return Line(action, queue, admitted, env_starts, head, dropped)
+    if queue.scheduling is Scheduling.STRICT_FIFO:
+        first = next((k for k in range(ahead) if not deep[k]), None)
+        head = None if first is None else order[refused[first]]
+    return Line(action, queue, admitted, env_starts, head, ahead - (head is not None))
 
 
 def _usable_pools(snapshot: Snapshot, line: Line) -> set[tuple[str, str]]:
@@ -166,33 +157,25 @@ def _usable_pools(snapshot: Snapshot, line: Line) -> set[tuple[str, str]]:
     }
 
 
-def _reduced(
-    snapshot: Snapshot, line: Line, *, fixed: bool, occupancy: Occupancy | None = None
-) -> Snapshot:
-    """The reduced world; with `fixed`, the admissions ahead are running work. `occupancy`:
-    where the snapshot's work and the result's admissions sit (made here without it).
+def _reduced(snapshot: Snapshot, line: Line, view: ResultView, *, fixed: bool) -> Snapshot:
+    """The reduced world; with `fixed`, the admissions ahead are running work.
 
     Work of the action's own queue counts against its caps and limits, so all of it stays;
     of other queues' work, what sits on pools the action could use.
     """
-    if occupancy is None:
-        ahead = {a.id: d for a, d in line.admitted}
-        occupancy = Occupancy.of(snapshot, Decided(ahead, {}, {}, line.env_starts))
     usable = _usable_pools(snapshot, line)
     mine = line.action.queue
     nowhere: frozenset[tuple[str, str]] = frozenset()
 
     def touches(action: Action) -> bool:
-        return action.queue == mine or not occupancy.pools.get(action.id, nowhere).isdisjoint(
-            usable
-        )
+        return action.queue == mine or not view.pools.get(action.id, nowhere).isdisjoint(usable)
 
     decisions = {a.id: d for a, d in line.admitted if touches(a)}
-    kept = [(occupancy.pending_at[a.id], a) for a, _ in line.admitted if a.id in decisions]
-    kept.append((occupancy.pending_at[line.action.id], line.action))
+    kept = [(view.pending_at[a.id], a) for a, _ in line.admitted if a.id in decisions]
+    kept.append((view.pending_at[line.action.id], line.action))
     if line.head is not None:
-        kept.append((occupancy.pending_at[line.head.id], line.head))
-    kept += [(at, a) for at, a in occupancy.running if touches(a)]
+        kept.append((view.pending_at[line.head.id], line.head))
+    kept += [(at, a) for at, a in view.running if touches(a)]
     kept.sort(key=lambda entry: entry[0])  # as the snapshot lists them
     actions: list[Action] = []
     for _, action in kept:
@@ -303,24 +286,23 @@ def proof_snapshot(snapshot: Snapshot, action_id: str, result: TickResult) -> Sn
     refused; nothing behind it is there. `solver.tick` on this snapshot leaves the
     action waiting exactly when the explanation model does.
     """
-    return _reduced(snapshot, read_line(snapshot, action_id, result), fixed=True)
+    view = ResultView.of(snapshot, global_order(snapshot), Decided.of(result))
+    return _reduced(snapshot, read_line(snapshot, action_id, result, view=view), view, fixed=True)
 
 
 def freeze(
     snapshot: Snapshot,
     action_id: str,
     result: TickResult,
-    order: list[Action] | None = None,
     kept: CompileCache | None = None,
     position: int | None = None,
-    decided: Decided | None = None,
-    occupancy: Occupancy | None = None,
+    view: ResultView | None = None,
 ) -> Frozen:
-    """The ledger form: compile the reduced world and place the admissions ahead (`order`,
-    `position` and `decided` as for `read_line`; `kept`: what earlier explanations of the
-    fleet compiled; `occupancy`: where `result`'s admissions and the snapshot's work sit)."""
-    line = read_line(snapshot, action_id, result, order, position, decided)
-    world = _reduced(snapshot, line, fixed=False, occupancy=occupancy)
+    """The ledger form: compile the reduced world and place the admissions ahead (`position`
+    and `view` as for `read_line`; `kept`: what earlier explanations of the fleet compiled)."""
+    view = view or ResultView.of(snapshot, global_order(snapshot), Decided.of(result))
+    line = read_line(snapshot, action_id, result, position, view)
+    world = _reduced(snapshot, line, view, fixed=False)
     problem = compile_snapshot(world, kept)
     plan = Plan(problem)
     decisions = {a.id: d for a, d in line.admitted}

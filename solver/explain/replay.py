@@ -33,7 +33,7 @@ from solver.placement.decode import RoomReasons
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal
 from solver.placement.problem import ActionInfo, compile_snapshot
-from solver.placement.resume import Decided, Occupancy, TickState, first_touched, resume
+from solver.placement.resume import Decided, ResultView, TickState, first_touched, resume
 from solver.tick import TickOptions
 
 # Replays one explanation may spend, and what each may spend on checks of its own (estimated
@@ -87,13 +87,16 @@ class Replayer:
         )
         self.replays = 0
         self._line: list[Action] | None = None
+        self._view: ResultView | None = None
 
-    def occupancy(self) -> Occupancy | None:
-        """Where the snapshot's work and the result's admissions sit, as the tick's state
-        keeps it for all the result's explanations; None without that state."""
-        if self.state is None or self.result is None:
-            return None
-        return self.state.occupancy(self.snapshot, self.result)
+    def view(self) -> ResultView:
+        """The result read against the snapshot: as the tick's state keeps it for all the
+        result's explanations, else made for this one."""
+        if self.state is not None and self.result is not None:
+            return self.state.view(self.snapshot, self.result)
+        if self._view is None:
+            self._view = ResultView.of(self.snapshot, self.order(), self.decided)
+        return self._view
 
     def within_budget(self) -> bool:
         return self.replays < MOST_REPLAYS

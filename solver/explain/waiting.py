@@ -38,16 +38,7 @@ def explain_waiting(
     """`replayer` proves the suggestions: it re-runs the tick of `result`."""
     # The worlds of one tick's explanations share its fleet and most of its running work.
     worlds = replayer.state.worlds if replayer.state is not None else None
-    frozen = freeze(
-        snapshot,
-        action_id,
-        result,
-        replayer.order(),
-        worlds,
-        replayer.position(),
-        replayer.decided,
-        replayer.occupancy(),
-    )
+    frozen = freeze(snapshot, action_id, result, worlds, replayer.position(), replayer.view())
     model = ExplainModel(frozen)
     words = _Words(model, result)
     waiting = replayer.decided.waiting.get(action_id)

@@ -112,18 +112,45 @@ class Decided:
 
 
 @dataclass(frozen=True)
-class Occupancy:
-    """Where a snapshot's running work and a tick result's admissions sit, as (cluster, pool)
-    pairs by action id, and where the snapshot lists its running and pending actions: what the
-    world of each explanation of the result keeps (solver.explain.frozen), made once for all
-    of them (TickState.occupancy)."""
+class ResultView:
+    """A tick result read against a snapshot, for the world of each of its explanations
+    (solver.explain.frozen), made once for all of them (TickState.view): what it decided along
+    the line (`order`: the snapshot's pending actions in global order), where its admissions
+    and the snapshot's running work sit, and where the snapshot lists its actions."""
 
-    pools: dict[str, frozenset[tuple[str, str]]]
+    order: list[Action]
+    decided: Decided
+    admitted_at: list[int]  # the line's positions the result schedules, in order
+    admitted: list[tuple[Action, ScheduledAction]]  # and those actions with their decisions
+    env_first: list[tuple[int, str]]  # the first admission of each pool that starts, in order
+    # Per queue, the line's positions the result neither schedules nor fails, and whether
+    # each waits past the queue's depth.
+    refused: dict[str, tuple[list[int], list[bool]]]
+    pools: dict[str, frozenset[tuple[str, str]]]  # (cluster, pool) of work, by action id
     running: list[tuple[int, Action]]  # by place in snapshot.actions
     pending_at: dict[str, int]  # a pending action's place in snapshot.actions
 
     @staticmethod
-    def of(snapshot: Snapshot, decided: Decided) -> Occupancy:
+    def of(snapshot: Snapshot, order: list[Action], decided: Decided) -> ResultView:
+        admitted_at: list[int] = []
+        admitted: list[tuple[Action, ScheduledAction]] = []
+        env_first: list[tuple[int, str]] = []
+        starting: set[str] = set()
+        refused: dict[str, tuple[list[int], list[bool]]] = {}
+        for at, action in enumerate(order):
+            decision = decided.scheduled.get(action.id)
+            if decision is not None:
+                admitted_at.append(at)
+                admitted.append((action, decision))
+                env = action.environment
+                if env is not None and env in decided.env_starts and env not in starting:
+                    starting.add(env)
+                    env_first.append((at, env))
+            elif action.id not in decided.failed:
+                waiting = decided.waiting.get(action.id)
+                positions, deep = refused.setdefault(action.queue, ([], []))
+                positions.append(at)
+                deep.append(waiting is not None and waiting.reason is WaitReason.DEPTH)
         pools: dict[str, frozenset[tuple[str, str]]] = {}
         running: list[tuple[int, Action]] = []
         pending_at: dict[str, int] = {}
@@ -148,7 +175,9 @@ class Occupancy:
                 pools[action.id] = frozenset(
                     (decision.cluster, c.node_pool) for c in decision.containers
                 )
-        return Occupancy(pools, running, pending_at)
+        return ResultView(
+            order, decided, admitted_at, admitted, env_first, refused, pools, running, pending_at
+        )
 
 
 @dataclass
@@ -179,7 +208,7 @@ class TickState:
     _proofs: ModelAnswers | None = None
     _undecided: tuple[TickResult, np.ndarray] | None = None
     _decided: tuple[TickResult, Decided] | None = None
-    _occupancy: tuple[Snapshot, TickResult, Occupancy] | None = None
+    _view: tuple[Snapshot, TickResult, ResultView] | None = None
     _components: np.ndarray | None = None
     _spending: tuple[list[int], list[tuple[float, float, bool]]] | None = None
     _moved: dict[UnitKey, list[tuple[int, NodeAssignment]]] | None = None
@@ -192,16 +221,13 @@ class TickState:
             self._decided = (result, Decided.of(result))
         return self._decided[1]
 
-    def occupancy(self, snapshot: Snapshot, result: TickResult) -> Occupancy:
-        """Where `snapshot`'s work and `result`'s admissions sit, kept for the last pair
-        asked about: every explanation of the result keeps what of it its world touches."""
-        known = self._occupancy
+    def view(self, snapshot: Snapshot, result: TickResult) -> ResultView:
+        """`result` read against `snapshot` (the one the tick compiled), kept for the last pair
+        asked about: every explanation of the result freezes its world from it."""
+        known = self._view
         if known is None or known[0] is not snapshot or known[1] is not result:
-            known = self._occupancy = (
-                snapshot,
-                result,
-                Occupancy.of(snapshot, self.decided(result)),
-            )
+            view = ResultView.of(snapshot, self.pending(snapshot), self.decided(result))
+            known = self._view = (snapshot, result, view)
         return known[2]
 
     def undecided_before(self, result: TickResult) -> np.ndarray:
