@@ -41,7 +41,7 @@ class RoomBounds:
         # node to full scale. `_pool_rows` bounds each pool's rows.
         capacity = [np.maximum(pool.room - pool.used, 0) for pool in pools]
         dims = len(problem.dims)
-        self._capacity = np.concatenate(capacity).astype(np.int64) if capacity else _rows(dims)
+        self._capacity = np.concatenate(capacity) if capacity else _empty_rows(dims)
         self._pool_rows = np.concatenate([[0], np.cumsum([len(c) for c in capacity])])
         self.declared = np.array([pool.room < UNBOUNDED for pool in pools], dtype=bool).reshape(
             len(pools), len(problem.dims)
@@ -51,7 +51,7 @@ class RoomBounds:
         self.requests: list[np.ndarray] = []  # per decided container
         self.container_group: list[int] = []
         # The same, as arrays, up to the containers decided when the flows were last read.
-        self._requested = _rows(len(problem.dims))
+        self._requested = _empty_rows(len(problem.dims))
         self._grouped = np.zeros(0, dtype=np.int64)
         # What the decided containers ask of each family of flows, per group, counted up to
         # the first so many containers of `requests` (the rest are added when it is next read).
@@ -233,5 +233,5 @@ def _amount(request: np.ndarray, family: Family) -> int:
     return 1 if slots else value
 
 
-def _rows(dims: int) -> np.ndarray:
+def _empty_rows(dims: int) -> np.ndarray:
     return np.zeros((0, dims), dtype=np.int64)

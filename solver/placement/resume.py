@@ -38,6 +38,9 @@ too. Past the limit, best-fit has the last word, as in the tick.
 Once something the tick admitted is refused (displaced), neither holds for what follows,
 and every later action is decided again, unless the caller only wanted to know that: a
 proof (`proving`) stops there, and when it would spend more of its own than it is allowed.
+
+Where every admission is placed again, the turns caps, limits and best-fit settle, and the
+refusals that stand between them, are walked by the compiled ledger in stretches (D453).
 """
 
 from __future__ import annotations
@@ -613,9 +616,9 @@ class _Stretches:
         self.own = deep | arrived  # decided by the walk's own hand
         self.opened = opened  # the walk's, as it opens them
         self.asking = asking  # the queue whose every turn is the walk's own, if any
-        self.words = PassWords(line, state.plan)  # bound to the walk's ledger when walked
+        self.words: PassWords | None = None  # in the words of the walk's ledger
         self.end = 0  # positions up to here are known to be in a stretch
-        self.decided: set[int] = set()  # the turns of the stretch the ledger decides
+        self.members: set[int] = set()  # the turns of the stretch the ledger decides
         self.standing: list[int] = []  # refusals put in ahead of the walk, in line order
 
     def walk(
@@ -633,7 +636,7 @@ class _Stretches:
             self.end = self._stretch_end(position, refusals)
         if position == self.end:
             return position
-        if self.words.plan is not ledger:
+        if self.words is None or self.words.plan is not ledger:
             self.words = PassWords(self.line, ledger)
         ledger.settle()
         reached, admitted = ledger.room.walk_decided(
@@ -642,7 +645,7 @@ class _Stretches:
             self.end,
             self.line.envs,
             [usage.runs for usage in ledger.usage],
-            self.decided,
+            self.members,
             refusals,
             heads,
             shapes,
@@ -668,7 +671,7 @@ class _Stretches:
         """The first position from `position` on that is neither a turn the ledger decides
         nor a refusal that stands (each put in `refusals` now, as the walk would)."""
         state, actions, admitted = self.state, self.line.actions, self.state.plan.admitted
-        self.decided = set()
+        self.members = set()
         while position <= self.stop:
             i = position
             if i in self.skipped:
@@ -687,7 +690,7 @@ class _Stretches:
                     and (refusal.reason not in ROOM or self.room_touched(action))
                 )
             ):
-                self.decided.add(i)  # the walk decides it whatever its budget
+                self.members.add(i)  # the walk decides it whatever its budget
             elif (
                 refusal.reason is not WaitReason.SOLVER_LIMIT
                 and i not in state.no_room
