@@ -298,6 +298,11 @@ def main(
         else:
             _table(after)
         return
+    if not (baseline / "solver" / "tick.py").is_file():
+        # Its imports would fall through to this tree's installed one, measured twice.
+        raise click.BadParameter(
+            f"{baseline} is not a tree of the project", param_hint="--baseline"
+        )
     arguments = ["--per-group", str(per_group), "--seed", str(seed)]
     arguments += ["--time-limit", str(time_limit)] + (["--rebuild"] if rebuild else [])
     before, after = _interleaved((baseline, ROOT), arguments)
