@@ -270,6 +270,10 @@ def _compare(before: dict[str, list[Sample]], after: dict[str, list[Sample]]) ->
         )
 
 
+def _as_json(samples: dict[str, list[Sample]]) -> dict[str, list[dict[str, Any]]]:
+    return {group: [asdict(s) for s in rows] for group, rows in samples.items()}
+
+
 @click.command()
 @click.option("--per-group", type=click.IntRange(min=2), default=10, show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True, help="Scenario seed.")
@@ -282,7 +286,12 @@ def _compare(before: dict[str, list[Sample]], after: dict[str, list[Sample]]) ->
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Another tree of the project to measure beside this one, taking turns.",
 )
-@click.option("--json", "as_json", is_flag=True, help="The samples as JSON on stdout.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The samples as JSON on stdout (with --baseline, both sides: before and after).",
+)
 @click.option("--serve", is_flag=True, hidden=True, help="One side of --baseline.")
 def main(
     per_group: int, seed: int, time_limit: float, rebuild: bool, baseline: Path | None,
@@ -294,7 +303,7 @@ def main(
     if baseline is None:
         after = measure(per_group, seed, time_limit, rebuild)
         if as_json:
-            click.echo(json.dumps({g: [asdict(s) for s in rows] for g, rows in after.items()}))
+            click.echo(json.dumps(_as_json(after)))
         else:
             _table(after)
         return
@@ -306,6 +315,10 @@ def main(
     arguments = ["--per-group", str(per_group), "--seed", str(seed)]
     arguments += ["--time-limit", str(time_limit)] + (["--rebuild"] if rebuild else [])
     before, after = _interleaved((baseline, ROOT), arguments)
+    if as_json:
+        sides = {"before": before, "after": after}
+        click.echo(json.dumps({side: _as_json(samples) for side, samples in sides.items()}))
+        return
     click.echo(f"before ({baseline}):")
     _table(before)
     click.echo("\nafter (this tree):")
