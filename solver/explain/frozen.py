@@ -84,6 +84,11 @@ def global_order(snapshot: Snapshot) -> list[Action]:
     return [entry[3] for entry in pending]
 
 
+def viewed(snapshot: Snapshot, result: TickResult) -> ResultView:
+    """`result` read against `snapshot`, for one explanation without the tick's state."""
+    return ResultView.of(snapshot, global_order(snapshot), Decided.of(result))
+
+
 def read_line(
     snapshot: Snapshot,
     action_id: str,
@@ -98,7 +103,7 @@ def read_line(
     `view`: `result` read against the snapshot, when the caller has it; `position`: the
     action's place in its line.
     """
-    view = view or ResultView.of(snapshot, global_order(snapshot), Decided.of(result))
+    view = view or viewed(snapshot, result)
     order = view.order
     if position is None:
         position = next((i for i, a in enumerate(order) if a.id == action_id), None)
@@ -286,7 +291,7 @@ def proof_snapshot(snapshot: Snapshot, action_id: str, result: TickResult) -> Sn
     refused; nothing behind it is there. `solver.tick` on this snapshot leaves the
     action waiting exactly when the explanation model does.
     """
-    view = ResultView.of(snapshot, global_order(snapshot), Decided.of(result))
+    view = viewed(snapshot, result)
     return _reduced(snapshot, read_line(snapshot, action_id, result, view=view), view, fixed=True)
 
 
@@ -300,7 +305,7 @@ def freeze(
 ) -> Frozen:
     """The ledger form: compile the reduced world and place the admissions ahead (`position`
     and `view` as for `read_line`; `kept`: what earlier explanations of the fleet compiled)."""
-    view = view or ResultView.of(snapshot, global_order(snapshot), Decided.of(result))
+    view = view or viewed(snapshot, result)
     line = read_line(snapshot, action_id, result, position, view)
     world = _reduced(snapshot, line, view, fixed=False)
     problem = compile_snapshot(world, kept)

@@ -529,10 +529,7 @@ def resume(
             and not displaced
             and i in state.refusals
             and action.queue not in opened
-            and (
-                not touched(action)
-                or (state.refusals[i].reason in ROOM and not room_touched(action))
-            )
+            and _left_alone(state.refusals[i], action, touched, room_touched)
             and stands(action, room_touched)
         ):
             refusal = state.refusals[i]
@@ -685,10 +682,7 @@ class _Stretches:
                 i in admitted
                 or refusal is None
                 or action.queue in self.opened
-                or (
-                    self.touched(action)
-                    and (refusal.reason not in ROOM or self.room_touched(action))
-                )
+                or not _left_alone(refusal, action, self.touched, self.room_touched)
             ):
                 self.members.add(i)  # the walk decides it whatever its budget
             elif (
@@ -702,6 +696,17 @@ class _Stretches:
                 break
             position += 1
         return position
+
+
+def _left_alone(
+    refusal: Refusal,
+    action: ActionInfo,
+    touched: Callable[[ActionInfo], bool],
+    room_touched: Callable[[ActionInfo], bool],
+) -> bool:
+    """Whether the change leaves the tick's refusal of `action` alone: it does not touch the
+    action, or the refusal is for room and the change gives it none (nor its request)."""
+    return not touched(action) or (refusal.reason in ROOM and not room_touched(action))
 
 
 def first_touched(

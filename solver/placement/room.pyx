@@ -1022,6 +1022,7 @@ cdef class RoomLedger:
         refuse needs more too, as does a member not of `kept` it would admit: the walk's
         own hand records what it displaces and what it lets in."""
         cdef Py_ssize_t pos, i, q, starting
+        cdef bint displaces, lets_in
         cdef UnitRows rows
         cdef ChargeRows charge
         admitted = []
@@ -1033,9 +1034,13 @@ cdef class RoomLedger:
                 if self.fleet.strict[q] and i in refusals:
                     heads.setdefault(q, i)
                 continue
+            # In a resumed walk, refusing one of the tick's admissions, or admitting any
+            # other action, is a turn of the walk's own.
+            displaces = kept is not None and i in kept
+            lets_in = kept is not None and not displaces
             head = heads.get(q)
             if head is not None:
-                if kept is not None and i in kept:
+                if displaces:
                     return pos, admitted
                 refusals[i] = words.behind(head)
                 continue
@@ -1046,14 +1051,14 @@ cdef class RoomLedger:
             if found is not None:
                 if found[0] == CAP and self.landed[q, <Py_ssize_t>found[1]] > 0:
                     return pos, admitted
-                if kept is not None and i in kept:
+                if displaces:
                     return pos, admitted
                 refusals[i] = words.refusal(q, found, demand)
                 if self.fleet.strict[q]:
                     heads.setdefault(q, i)
                 continue
             if not items:
-                if kept is not None and i not in kept:
+                if lets_in:
                     return pos, admitted
                 refusals.pop(i, None)
                 self._admit(q, action.run, runs, None, charge, starting)
@@ -1063,7 +1068,7 @@ cdef class RoomLedger:
                 return pos, admitted
             rows = self.fleet.rows.unit(items)
             if not self._fleet_may_hold(rows):
-                if kept is not None and i in kept:
+                if displaces:
                     return pos, admitted
                 refusals[i] = words.no_room
                 if self.fleet.strict[q]:
@@ -1071,13 +1076,13 @@ cdef class RoomLedger:
                 continue
             placement = self._find_placement(q, rows, charge)
             if placement is None:
-                if out_of_time is None or not self.fleet._may_fit(q, rows):
+                if displaces or out_of_time is None or not self.fleet._may_fit(q, rows):
                     return pos, admitted
                 refusals[i] = out_of_time
                 if self.fleet.strict[q]:
                     heads.setdefault(q, i)
                 continue
-            if kept is not None and i not in kept:
+            if lets_in:
                 return pos, admitted
             refusals.pop(i, None)
             self._admit(q, action.run, runs, rows, charge, starting)
