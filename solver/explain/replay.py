@@ -15,11 +15,11 @@ it, and which actions the tick schedules now that the changed tick leaves out (d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from models.explanation import Change, Suggestion
+from models.explanation import Change, ChangeKind, Suggestion
 from models.result import TickResult, WaitReason
 from models.snapshot import (
     Action,
@@ -27,7 +27,7 @@ from models.snapshot import (
 )
 from solver.explain.changes import apply_changes
 from solver.explain.frozen import global_order, plan_placement
-from solver.explain.patch import Patched, patch, reaches_room, touches
+from solver.explain.patch import REQUEST_CHANGES, Patched, patch, reaches_room, touches
 from solver.placement.best_fit import NO_ROOM
 from solver.placement.decode import RoomReasons
 from solver.placement.failfast import Failure, fail_fast
@@ -148,6 +148,7 @@ class Replayer:
             # The proofs resume the tick with changes that differ a little: many of the
             # placement models a walk meets, the tick or another walk has solved.
             answers=state.proof_answers(),
+            path=self._path(changes, patched, proof_limit_s, whether),
         )
         line = outcome.plan.problem
         action = line.actions[target]
@@ -167,6 +168,31 @@ class Replayer:
             let_in=[ids[i].id for i in outcome.let_in if i != target],
             displaced=[ids[i].id for i in outcome.displaced],
             finished=outcome.finished,
+        )
+
+    def _path(
+        self, changes: list[Change], patched: Patched, proof_limit_s: float, whether: bool
+    ) -> Hashable | None:
+        """What names a proof's turns ahead of its action (resume's `path`): the changes
+        as made (which queues, pools and work they change, and the components of pools
+        the room reaches), the tick's options and the proof's, and the queue whose turns
+        are its own (`whether`). None for a change of the action itself (its request or
+        its queue), whose proofs of other actions are other changes."""
+        if any(c.kind in REQUEST_CHANGES or c.kind is ChangeKind.ROUTE_TO_QUEUE for c in changes):
+            return None
+        goal = patched.problem.actions[patched.target].queue if whether else None
+        return (
+            tuple(c.model_dump_json() for c in changes),
+            frozenset(patched.queues),
+            frozenset(patched.pools),
+            frozenset(patched.envs),
+            frozenset(patched.actions),
+            patched.absent,
+            patched.components.tobytes(),
+            goal,
+            proof_limit_s,
+            self.options.time_limit_s,
+            self.options.seed,
         )
 
     def _undecided(self, start: int, stop: int) -> int:

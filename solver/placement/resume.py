@@ -46,7 +46,7 @@ refusals that stand between them, are walked by the compiled ledger in stretches
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,6 +84,9 @@ ROOM = (WaitReason.CLUSTER_ROOM, WaitReason.LOWER_PRIORITY)  # refusals for room
 # many, the oldest go. Explanations of the same tick meet many of the same models: the walks
 # of changes to one cluster begin at the same refusals.
 KEPT_ANSWERS = 1000
+# Proofs that stopped short of their action (TickState.stopped_before) a state keeps; past
+# this many, the oldest go. Each is a few numbers.
+KEPT_STOPPED = 1000
 TAKEN_OUT = Failure(ErrorCode.FAILED_PRECONDITION, "taken out of the line by the change")
 
 
@@ -206,6 +209,7 @@ class TickState:
     # What explanations of this tick compile of the worlds they freeze (solver.explain.frozen):
     # the fleet's container shapes and its running work's charges, compiled once for all.
     worlds: CompileCache = field(default_factory=CompileCache)
+    stops_reused: int = 0  # proofs not walked: one on their path had stopped ahead (resume)
     _ledgers: dict[int, Plan] = field(default_factory=dict)
     _pending: tuple[Snapshot, list[Action]] | None = None
     _proofs: ModelAnswers | None = None
@@ -216,6 +220,7 @@ class TickState:
     _spending: tuple[list[int], list[tuple[float, float, bool]]] | None = None
     _moved: dict[UnitKey, list[tuple[int, NodeAssignment]]] | None = None
     _admissions: list[int] | None = None
+    _stopped: dict[tuple[Hashable, int], Stopped] = field(default_factory=dict)
 
     def decided(self, result: TickResult) -> Decided:
         """`result`'s decisions by action id, kept for the last result asked about: every
@@ -296,6 +301,17 @@ class TickState:
             not proven for _, _, proven in self.no_room.values()
         )
 
+    def stopped_before(self, path: Hashable, start: int, stop: int) -> Stopped | None:
+        """A proof on `path` from `start` that stopped ahead of position `stop`: any other on
+        the same path stops there too (resume)."""
+        known = self._stopped.get((path, start))
+        return known if known is not None and known.at < stop else None
+
+    def remember_stopped(self, path: Hashable, start: int, stopped: Stopped) -> None:
+        self._stopped[(path, start)] = stopped
+        if len(self._stopped) > KEPT_STOPPED:
+            del self._stopped[next(iter(self._stopped))]
+
     def placed_before(
         self, key: UnitKey, turn: int, final: NodeAssignment | None
     ) -> NodeAssignment | None:
@@ -344,6 +360,18 @@ class _Kept(ModelAnswers):
             del self[next(iter(self))]
 
 
+@dataclass(frozen=True)
+class Stopped:
+    """Where a proof stopped short of its action (at the turn `at`: something the tick admitted
+    was displaced there, or a check could not be paid for), and what it let in and displaced
+    by then."""
+
+    at: int
+    let_in: list[int]
+    displaced: list[int]
+    finished: bool
+
+
 @dataclass
 class Resumed:
     """The decisions of the line from `start` to `stop` (inclusive) on the changed problem."""
@@ -373,6 +401,7 @@ def resume(
     room_touched: Callable[[ActionInfo], bool] | None = None,
     arrived: frozenset[int] = frozenset(),
     answers: ModelAnswers | None = None,
+    path: Hashable | None = None,
 ) -> Resumed:
     """Decide positions `start`..`stop` of `changed` (the tick's problem with a change made:
     same actions at the same positions, pools and queues at the same indices) as a whole
@@ -390,7 +419,11 @@ def resume(
     action was moved to (routed to a queue of another priority): what the tick decided there
     was another action's, so they are decided afresh (they must be `touched` and `compiled`).
     `answers` are placement models solved before (Decider): by the tick, and by the other
-    walks of its explanations, which meet many of the same models again.
+    walks of its explanations, which meet many of the same models again. `path` names the
+    turns a proof walks: the caller vouches that proofs given the same one from the same
+    `start` decide each turn ahead of their own action alike (the same change, made alike
+    whichever action is asked about), so where one stopped short of its action, another
+    asking about an action further on stops too (TickState.stopped_before), and is not walked.
 
     The checks' budget is the tick's (`time_limit_s`, `seed`), as it stood at `start`
     (TickState.budget_at): past its limit best-fit has the last word, as in the tick. A
@@ -425,6 +458,18 @@ def resume(
     # count skips what it is given as failed).
     deep = over_depth(line, failures | dict.fromkeys(absent, TAKEN_OUT))
     ledger = state.ledger_at(start, absent).fork(changed)
+    known = state.stopped_before(path, start, stop) if proving and path is not None else None
+    if known is not None:
+        state.stops_reused += 1
+        return Resumed(
+            plan=ledger,
+            refusals={},
+            failures={i: f for i, f in failures.items() if start <= i <= stop},
+            let_in=list(known.let_in),
+            displaced=list(known.displaced),
+            finished=known.finished,
+            stopped=True,
+        )
     spent, limit_hit = state.budget_at(start)
     budget = ModelCheckBudget(
         time_limit_s,
@@ -492,6 +537,7 @@ def resume(
             return False
         return goal.queue in heads or ledger.refusal(goal, device_caps=False) is not None
 
+    stopped_at = stop  # where a proof stopped, if short of `stop`
     position = start
     while position <= stop:
         if again and not displaced:
@@ -540,6 +586,7 @@ def resume(
             moves = ledger.moves
             verdict = decider.decide(ledger, action, heads, shapes)
             if proving and budget.proof_cut:
+                stopped_at = i
                 break  # unfinished, whatever follows: no proof
             if isinstance(verdict, Plan):
                 ledger = verdict
@@ -562,12 +609,17 @@ def resume(
         if before:
             displaced.append(i)
             if proving:
+                stopped_at = i
                 break
             stretches.forget(refusals, position)
         if refused_for_sure(action):
             break
     stretches.forget(refusals, position)
     ledger.settle()
+    if path is not None and stopped_at < stop:
+        state.remember_stopped(
+            path, start, Stopped(stopped_at, list(let_in), list(displaced), not budget.proof_cut)
+        )
     return Resumed(
         plan=ledger,
         refusals=refusals,

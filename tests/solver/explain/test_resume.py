@@ -23,7 +23,7 @@ from solver import tick
 from solver.explain.action import explain
 from solver.explain.changes import FINISH_ACTIONS, apply_changes
 from solver.explain.patch import Patched, patch, reaches_room, touches
-from solver.explain.replay import walk_start
+from solver.explain.replay import REPLAY_LIMIT_S, Replayer, walk_start
 from solver.placement.decide import ModelAnswers, ModelCheckBudget
 from solver.placement.problem import Item, Problem, compile_snapshot
 from solver.placement.resume import Resumed, TickState, first_touched, resume
@@ -463,6 +463,37 @@ def test_a_proof_that_stops_early_gives_the_verdict_of_the_whole_walk_and_of_a_c
     # Each verdict is met: proven, refused, and (with the tight limit) not finished.
     assert verdicts[(True, True)] and verdicts[(True, False)], verdicts
     assert bool(verdicts[(False, False)]) == (limit == "tight"), verdicts
+
+
+def test_a_proof_that_stopped_short_is_not_walked_again_for_an_action_further_on() -> None:
+    """Proofs of one change for the actions of the line walk the same turns up to their own
+    action: where one stopped (something the tick schedules displaced, or a check it could not
+    pay for), a proof of the same change for an action further on stops there too. Sharing the
+    tick's state, such a proof is not walked again, and says what a walk of its own says."""
+    snapshot = (
+        SnapshotBuilder()
+        .queue("high", priority=10, max_gpus=1)
+        .queue("low", priority=1)
+        .cluster("east")
+        .pool("a100", cpu="64", memory="256Gi", accelerator="A100", accelerators=4)
+        .queued("high-1", queue="high", gpu=1)
+        .queued("high-2", queue="high", gpu=2)
+        .queued("low-1", queue="low", gpu=3)
+        .queued("low-2", queue="low", gpu=2)
+        .queued("low-3", queue="low", gpu=2)
+        .build()
+    )
+    result, shared = tick_with_state(snapshot, OPTIONS)
+    assert {s.action for s in result.scheduled} == {"high-1", "low-1"}
+    # Raised, the cap lets high-2 in ahead, and low-1 has no room left: the walk stops there.
+    raised = [Change(kind=ChangeKind.RAISE_CAP, queue="high", resource="gpu", value=3)]
+    for action in ("low-2", "low-3"):
+        _, own = tick_with_state(snapshot, OPTIONS)
+        alone = Replayer(snapshot, action, result, OPTIONS, own).resumed(raised, REPLAY_LIMIT_S)
+        together = Replayer(snapshot, action, result, OPTIONS, shared)
+        assert together.resumed(raised, REPLAY_LIMIT_S) == alone
+        assert alone.displaced == ["low-1"] and alone.let_in == ["high-2"]
+    assert shared.stops_reused == 1
 
 
 def test_room_added_to_a_pool_reaches_only_work_that_may_use_a_pool_connected_to_it() -> None:
