@@ -28,8 +28,11 @@ from solver.placement.problem import (
     Item,
     Problem,
     QueueInfo,
+    compile_queues,
     compile_snapshot,
+    full_scale_room,
     match_pools_again,
+    pool_scale,
 )
 from solver.placement.resume import TickState
 
@@ -78,12 +81,14 @@ def patch(
     index = base.positions()
     target = base.actions[index[action_id]]
     found = Patched(base, set(), set(), set(), set(), frozenset(), set(), target.index)
-    # Settings are read off the changed snapshot compiled without any work: a few ms. Only a
-    # pool added takes running work from there (an environment placed on it); the other
-    # changes read settings and full scale, which running work leaves alone.
+    # Settings are read off the changed snapshot: a queue's as compiled alone, a pool's full
+    # scale off its spec. Only a pool added is compiled with the fleet, and takes running work
+    # from there (an environment placed on it): a few ms.
     added = any(c.kind is ChangeKind.ADD_POOL for c in changes)
-    settings = compile_snapshot(_without_actions(changed, changed.environments if added else []))
-    compiled_pool = {(p.cluster, p.name): p for p in settings.pools}
+    settings = compile_snapshot(_without_actions(changed, changed.environments)) if added else None
+    changed_queues = (
+        compile_queues(changed) if any(c.kind in QUEUE_SETTINGS for c in changes) else []
+    )
     pool_of = {(p.cluster, p.name): p.index for p in base.pools}
     cluster_of = {name: c for c, name in enumerate(base.cluster_names)}
     recompile: set[str] = set()
@@ -92,7 +97,7 @@ def patch(
         kind = change.kind
         if kind in QUEUE_SETTINGS:
             q = queue_of[change.queue] if change.queue else target.queue
-            queues[q] = _settings(queues[q], settings.queues[q])
+            queues[q] = _settings(queues[q], changed_queues[q])
             found.queues.add(q)
             if kind is ChangeKind.RAISE_CAP and "/" in (change.resource or ""):
                 # A device cap decides which pools untyped GPUs of the queue may use.
@@ -103,20 +108,28 @@ def patch(
                     e.index for e in base.envs if e.queue == q and any(i.untyped for i in e.items)
                 }
         elif kind is ChangeKind.ADD_NODES:
-            key = (cluster_of[change.cluster or ""], change.node_pool or "")
-            p = pool_of[key]
-            pool, wider = pools[p], compiled_pool[key]
-            extra = np.zeros((wider.max_nodes - pool.max_nodes, len(base.dims)), dtype=np.int64)
+            c = cluster_of[change.cluster or ""]
+            p = pool_of[(c, change.node_pool or "")]
+            pool = pools[p]
+            spec = next(n for n in changed.clusters[c].node_pools if n.name == pool.name)
+            wider = pool_scale(spec)
+            extra = np.zeros((wider - pool.max_nodes, len(base.dims)), dtype=np.int64)
             used = np.concatenate([pool.used, extra])
-            pools[p] = replace(pool, max_nodes=wider.max_nodes, used=used)
+            pools[p] = replace(pool, max_nodes=wider, used=used)
             found.clusters.add(pool.cluster)
             found.pools.add(p)
         elif kind is ChangeKind.ADD_POOL:
             c = cluster_of[change.cluster or ""]
+            assert settings is not None, "compiled for the pool added"
+            compiled = next(
+                pool
+                for pool in settings.pools
+                if pool.cluster == c and pool.name == (change.node_pool or "")
+            )
             # After every pool of the tick, so theirs keep their indices; within its cluster
             # it comes last, as compiled.
             p = len(pools)
-            pools.append(replace(compiled_pool[(c, change.node_pool or "")], index=p))
+            pools.append(replace(compiled, index=p))
             pool_of[(c, change.node_pool or "")] = p
             pools_of_cluster[c] = [*pools_of_cluster[c], p]
             rematch |= {q.index for q in queues if c in q.clusters}
@@ -128,7 +141,7 @@ def patch(
                 found.envs.add(target.env)
     if any(c.kind is ChangeKind.WAIT_FOR_FINISH for c in changes):
         found.hurts = True
-        found.absent = _finish(state, snapshot, changed, queues, pools, found)
+        found.absent = _finish(state, snapshot, changed, changes, queues, pools, found)
     if recompile or found.envs:
         again = [a for a in changed.actions if a.id in recompile]
         queued = [a.model_copy(update={"state": ActionState.QUEUED}) for a in again]
@@ -149,7 +162,11 @@ def patch(
         pool_cluster=np.array([pool.cluster for pool in pools], dtype=np.int64),
         actions=actions,
         envs=envs,
-        cluster_room=settings.cluster_room,
+        cluster_room=(
+            full_scale_room(pools, pools_of_cluster, len(base.dims))
+            if any(c.kind in (ChangeKind.ADD_NODES, ChangeKind.ADD_POOL) for c in changes)
+            else base.cluster_room
+        ),
     )
     routed = any(c.kind is ChangeKind.ROUTE_TO_QUEUE for c in changes)
     # A routed action moves in the line, maybe back: then every action is matched again.
@@ -238,14 +255,16 @@ def _finish(
     state: TickState,
     snapshot: Snapshot,
     changed: Snapshot,
+    changes: list[Change],
     queues: list[QueueInfo],
     pools: list,
     found: Patched,
 ) -> frozenset[int]:
     """Take out the work a wait says finishes: running work gives back its room and its
     queue's charge; admissions of the tick ahead leave the line."""
-    kept = {a.id for a in changed.actions}
-    gone = [a for a in snapshot.actions if a.id not in kept]
+    listed = state.listed(snapshot)
+    gone = _gone(snapshot, changed, changes, listed.by_id)
+    gone_ids = {a.id for a in gone}
     running = [a for a in gone if a.state is ActionState.RUNNING]
     base = state.problem
     index = base.positions()
@@ -267,11 +286,7 @@ def _finish(
         if not queue.running:
             continue
         was = queues[q]
-        runs = {
-            a.run_id
-            for a in changed.actions
-            if a.queue == was.name and a.state is not ActionState.QUEUED
-        }
+        runs = {a.run_id for a in listed.running.get(was.name, ()) if a.id not in gone_ids}
         queues[q] = replace(
             was,
             held=was.held + {name: -amount for name, amount in queue.held.items()},
@@ -280,6 +295,19 @@ def _finish(
         )
         found.queues.add(q)
     return absent
+
+
+def _gone(
+    snapshot: Snapshot, changed: Snapshot, changes: list[Change], by_id: dict[str, Action]
+) -> list[Action]:
+    """The actions of `snapshot` that `changed` no longer has: those the waits name, when every
+    wait names them (the rungs of an explanation's ladders do), else looked for."""
+    waits = [c.actions for c in changes if c.kind is ChangeKind.WAIT_FOR_FINISH]
+    named = {i for ids in waits for i in ids if i in by_id}
+    if all(waits) and len(snapshot.actions) - len(changed.actions) == len(named):
+        return [by_id[i] for i in sorted(named)]
+    kept = {a.id for a in changed.actions}
+    return [a for a in snapshot.actions if a.id not in kept]
 
 
 def _without_actions(

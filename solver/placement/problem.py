@@ -252,7 +252,7 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
     )
     dims = [CPU, MEMORY, "gpu", *extras]
     pools, pools_of_cluster = _compile_pools(snapshot, dims)
-    queues = _compile_queues(snapshot)
+    queues = compile_queues(snapshot)
     kept = kept or CompileCache()
     items = kept.item_maker(snapshot, dims, pools, queues)
     queue_of = {q.name: q for q in queues}
@@ -334,10 +334,7 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
         actions.append(compiled)
     items.match()
     items.end_snapshot()
-    cluster_room = np.zeros((len(snapshot.clusters), len(dims)))
     skipped = sum(len(c.node_pools) for c in snapshot.clusters) - len(pools)
-    for pool in pools:
-        cluster_room[pool.cluster] += pool.room * pool.declared * pool.max_nodes
     return Problem(
         now=snapshot.now,
         dims=dims,
@@ -347,11 +344,23 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
         pools_of_cluster=pools_of_cluster,
         envs=envs,
         actions=actions,
-        cluster_room=cluster_room,
+        cluster_room=full_scale_room(pools, pools_of_cluster, len(dims)),
         pool_cluster=np.array([pool.cluster for pool in pools], dtype=np.int64),
         skipped_pools=skipped,
         _rows=kept.rows,
     )
+
+
+def full_scale_room(
+    pools: list[PoolInfo], pools_of_cluster: list[list[int]], dims: int
+) -> np.ndarray:
+    """Per cluster, its pools' room at full scale on the dimensions their nodes declare."""
+    room = np.zeros((len(pools_of_cluster), dims))
+    for c, indices in enumerate(pools_of_cluster):
+        for p in indices:
+            pool = pools[p]
+            room[c] += pool.room * pool.declared * pool.max_nodes
+    return room
 
 
 def match_pools_again(problem: Problem, queues: set[int], upto: int | None = None) -> Problem:
@@ -439,7 +448,7 @@ def _compile_pools(snapshot: Snapshot, dims: list[str]) -> tuple[list[PoolInfo],
         indices = []
         for spec in cluster.node_pools:
             try:
-                _check_pool(spec)
+                full = pool_scale(spec)
             except Unrepresentable as error:
                 _rejected(f"node pool {cluster.name}/{spec.name}", error, "it is left out")
                 continue
@@ -447,7 +456,6 @@ def _compile_pools(snapshot: Snapshot, dims: list[str]) -> tuple[list[PoolInfo],
             for name, amount in spec.node.room.items():
                 room[dims.index(name)] = amount
             room[GPU_DIM] = spec.node.accelerators
-            full = max(spec.full_scale, spec.nodes)
             indices.append(len(pools))
             pools.append(
                 PoolInfo(
@@ -467,8 +475,9 @@ def _compile_pools(snapshot: Snapshot, dims: list[str]) -> tuple[list[PoolInfo],
     return pools, pools_of_cluster
 
 
-def _check_pool(spec: NodePool) -> None:
-    """Raise Unrepresentable for a pool whose room at full scale the engine cannot sum."""
+def pool_scale(spec: NodePool) -> int:
+    """The nodes a pool compiles to (its full scale, or more where more are up); raises
+    Unrepresentable for a pool whose room at full scale the engine cannot sum."""
     full = max(spec.full_scale, spec.nodes)
     if full > MAX_POOL_NODES:
         field_name = "nodes" if spec.nodes >= spec.full_scale else "max_nodes"
@@ -478,6 +487,7 @@ def _check_pool(spec: NodePool) -> None:
         if amount * max(full, 1) > UNBOUNDED:
             where = name if name == "accelerators" else f"node.{name}"
             raise Unrepresentable(f"{where} × {full} nodes", amount * max(full, 1), UNBOUNDED)
+    return full
 
 
 def _check_containers(containers: Iterable[Container], field_name: str) -> None:
@@ -504,7 +514,8 @@ def _held(amount: int | None) -> int | None:
     return None if amount is None else min(amount, UNBOUNDED)
 
 
-def _compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
+def compile_queues(snapshot: Snapshot) -> list[QueueInfo]:
+    """The snapshot's queues: their settings, routing and priority; nothing they hold yet."""
     cluster_of = {c.name: i for i, c in enumerate(snapshot.clusters)}
     return [
         QueueInfo(
