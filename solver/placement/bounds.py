@@ -21,6 +21,8 @@ of the tick, and for any request no smaller with the same eligibility.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from ortools.graph.python.max_flow import SimpleMaxFlow
 
@@ -29,6 +31,15 @@ from solver.placement.problem import GPU_DIM, UNBOUNDED, Item, Problem
 # A family of flows: (resource, size k, counting slots rather than volume).
 Family = tuple[int, int, bool]
 SOURCE, SINK = 0, 1  # the flow's nodes; then the groups, then the pools
+
+
+@dataclass(frozen=True, slots=True)
+class _UnitBounds:
+    """A list of containers as the bounds count it: each container's group and request."""
+
+    items: list[Item]  # held, so the list's id stays its own
+    groups: list[int]
+    requests: list[np.ndarray]
 
 
 class RoomBounds:
@@ -48,13 +59,17 @@ class RoomBounds:
         )
         self.group_of: dict[tuple[int, ...], int] = {}  # eligible pools -> group index
         self.group_pools: list[np.ndarray] = []
-        self.requests: list[np.ndarray] = []  # per decided container
-        self.container_group: list[int] = []
-        # The same, as arrays, up to the containers decided when the flows were last read.
+        # The decided units, each as its containers' groups and requests; and how many
+        # containers they hold.
+        self._decided_units: list[_UnitBounds] = []
+        self.containers = 0
+        # Every decided container's request and group, as arrays, up to the units decided
+        # when the flows were last read (`_expanded` of them).
         self._requested = _empty_rows(len(problem.dims))
         self._grouped = np.zeros(0, dtype=np.int64)
+        self._expanded = 0
         # What the decided containers ask of each family of flows, per group, counted up to
-        # the first so many containers of `requests` (the rest are added when it is next read).
+        # the first so many decided containers (the rest are added when it is next read).
         self._families: dict[Family, tuple[int, np.ndarray]] = {}
         self._arc_groups = -1
         self._arc_cache = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
@@ -62,32 +77,35 @@ class RoomBounds:
         self._eligible: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
         self._unit_clusters: dict[tuple[int, tuple[int, ...]], list[int]] = {}
         self._placeable: dict[tuple[int, tuple[tuple[int, bytes], ...]], int] = {}
-        self._unit_groups: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+        self._units: dict[tuple[int, int], _UnitBounds] = {}
 
     def admit(self, queue: int, items: list[Item]) -> None:
         """Count a decided unit's containers (an action's, or a pool's it starts)."""
-        # A walk admits thousands of units between the flows it reads: their groups are
-        # worked out once per queue and pool sets (containers of one share their `pools`).
-        key = (queue, tuple(id(item.pools) for item in items))
-        groups = self._unit_groups.get(key)
-        if groups is None:
+        # A walk admits thousands of units between the flows it reads: a list of containers
+        # (the actions of a queue with equal containers share one) is worked out once.
+        key = (queue, id(items))
+        unit = self._units.get(key)
+        if unit is None:
             clusters = self._clusters(queue, items)
-            groups = [self._group(self._eligible_pools(item, clusters)) for item in items]
-            self._unit_groups[key] = groups
-        self.container_group.extend(groups)
-        self.requests.extend(item.request for item in items)
+            unit = self._units[key] = _UnitBounds(
+                items,
+                [self._group(self._eligible_pools(item, clusters)) for item in items],
+                [item.request for item in items],
+            )
+        self._decided_units.append(unit)
+        self.containers += len(items)
 
     def refutes(self, queue: int, items: list[Item]) -> bool:
         """Whether no placement of `items` (one unit of `queue`) exists next to the decided
         admissions, however they are repacked: a proof, never a guess."""
         # A request found placeable stays so until a decided container is added.
         key = (queue, tuple((id(item.pools), item.request.tobytes()) for item in items))
-        if self._placeable.get(key) == len(self.requests):
+        if self._placeable.get(key) == self.containers:
             return False
         clusters = self._clusters(queue, items)
         if all(self._refuted_in(cluster, items) for cluster in clusters):
             return True
-        self._placeable[key] = len(self.requests)
+        self._placeable[key] = self.containers
         return False
 
     def confined(self, queue: int, items: list[Item], pools: frozenset[int]) -> bool:
@@ -189,7 +207,7 @@ class RoomBounds:
         read, then brought up to date with the containers decided since, all at once."""
         counted, demand = self._families.get(family, (0, np.zeros(0, dtype=np.int64)))
         groups = len(self.group_pools)
-        if counted == len(self.requests) and len(demand) == groups:
+        if counted == self.containers and len(demand) == groups:
             return demand
         requested, grouped = self._decided()
         dim, size, slots = family
@@ -198,17 +216,19 @@ class RoomBounds:
         added = np.bincount(grouped[counted:], weights=amounts, minlength=groups)
         demand = np.concatenate([demand, np.zeros(groups - len(demand), dtype=np.int64)])
         demand = demand + added.astype(np.int64)
-        self._families[family] = (len(self.requests), demand)
+        self._families[family] = (self.containers, demand)
         return demand
 
     def _decided(self) -> tuple[np.ndarray, np.ndarray]:
         """Every decided container's request, one row each, and its group."""
-        have = len(self._grouped)
-        if have < len(self.requests):
-            self._requested = np.vstack([self._requested, np.array(self.requests[have:])])
-            self._grouped = np.concatenate(
-                [self._grouped, np.array(self.container_group[have:], dtype=np.int64)]
-            )
+        if self._expanded < len(self._decided_units):
+            new = self._decided_units[self._expanded :]
+            self._expanded = len(self._decided_units)
+            requests = [request for unit in new for request in unit.requests]
+            groups = [g for unit in new for g in unit.groups]
+            if requests:
+                self._requested = np.vstack([self._requested, np.array(requests)])
+                self._grouped = np.concatenate([self._grouped, np.array(groups, dtype=np.int64)])
         return self._requested, self._grouped
 
     def _room_of(self, family: Family) -> np.ndarray:
