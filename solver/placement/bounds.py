@@ -78,20 +78,23 @@ class RoomBounds:
         self._unit_clusters: dict[tuple[int, tuple[int, ...]], list[int]] = {}
         self._placeable: dict[tuple[int, tuple[tuple[int, bytes], ...]], int] = {}
         self._units: dict[tuple[int, int], _UnitBounds] = {}
+        self._unit_groups: dict[tuple[int, tuple[int, ...]], list[int]] = {}
 
     def admit(self, queue: int, items: list[Item]) -> None:
         """Count a decided unit's containers (an action's, or a pool's it starts)."""
         # A walk admits thousands of units between the flows it reads: a list of containers
-        # (the actions of a queue with equal containers share one) is worked out once.
+        # (the actions of a queue with equal containers share one) is worked out once, and
+        # its groups once per queue and pool sets (containers of one share their `pools`).
         key = (queue, id(items))
         unit = self._units.get(key)
         if unit is None:
-            clusters = self._clusters(queue, items)
-            unit = self._units[key] = _UnitBounds(
-                items,
-                [self._group(self._eligible_pools(item, clusters)) for item in items],
-                [item.request for item in items],
-            )
+            pools = (queue, tuple(id(item.pools) for item in items))
+            groups = self._unit_groups.get(pools)
+            if groups is None:
+                clusters = self._clusters(queue, items)
+                groups = [self._group(self._eligible_pools(item, clusters)) for item in items]
+                self._unit_groups[pools] = groups
+            unit = self._units[key] = _UnitBounds(items, groups, [i.request for i in items])
         self._decided_units.append(unit)
         self.containers += len(items)
 
