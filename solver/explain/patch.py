@@ -28,9 +28,9 @@ from solver.placement.problem import (
     Item,
     Problem,
     QueueInfo,
+    clusters_room,
     compile_queues,
     compile_snapshot,
-    full_scale_room,
     match_pools_again,
     pool_scale,
 )
@@ -163,7 +163,7 @@ def patch(
         actions=actions,
         envs=envs,
         cluster_room=(
-            full_scale_room(pools, pools_of_cluster, len(base.dims))
+            clusters_room(pools, pools_of_cluster, len(base.dims))
             if any(c.kind in (ChangeKind.ADD_NODES, ChangeKind.ADD_POOL) for c in changes)
             else base.cluster_room
         ),
@@ -262,8 +262,8 @@ def _finish(
 ) -> frozenset[int]:
     """Take out the work a wait says finishes: running work gives back its room and its
     queue's charge; admissions of the tick ahead leave the line."""
-    listed = state.listed(snapshot)
-    gone = _gone(snapshot, changed, changes, listed.by_id)
+    actions_of = state.snapshot_actions(snapshot)
+    gone = _gone(snapshot, changed, changes, actions_of.by_id)
     gone_ids = {a.id for a in gone}
     running = [a for a in gone if a.state is ActionState.RUNNING]
     base = state.problem
@@ -286,7 +286,7 @@ def _finish(
         if not queue.running:
             continue
         was = queues[q]
-        runs = {a.run_id for a in listed.running.get(was.name, ()) if a.id not in gone_ids}
+        runs = {a.run_id for a in actions_of.running.get(was.name, ()) if a.id not in gone_ids}
         queues[q] = replace(
             was,
             held=was.held + {name: -amount for name, amount in queue.held.items()},

@@ -344,14 +344,14 @@ def compile_snapshot(snapshot: Snapshot, kept: CompileCache | None = None) -> Pr
         pools_of_cluster=pools_of_cluster,
         envs=envs,
         actions=actions,
-        cluster_room=full_scale_room(pools, pools_of_cluster, len(dims)),
+        cluster_room=clusters_room(pools, pools_of_cluster, len(dims)),
         pool_cluster=np.array([pool.cluster for pool in pools], dtype=np.int64),
         skipped_pools=skipped,
         _rows=kept.rows,
     )
 
 
-def full_scale_room(
+def clusters_room(
     pools: list[PoolInfo], pools_of_cluster: list[list[int]], dims: int
 ) -> np.ndarray:
     """Per cluster, its pools' room at full scale on the dimensions their nodes declare."""

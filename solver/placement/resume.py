@@ -187,21 +187,21 @@ class ResultView:
 
 
 @dataclass(frozen=True)
-class Listed:
+class SnapshotActions:
     """A snapshot's actions by id, and its running ones by queue."""
 
     by_id: dict[str, Action]
     running: dict[str, list[Action]]
 
     @staticmethod
-    def of(snapshot: Snapshot) -> Listed:
+    def of(snapshot: Snapshot) -> SnapshotActions:
         by_id: dict[str, Action] = {}
         running: dict[str, list[Action]] = {}
         for action in snapshot.actions:
             by_id[action.id] = action
             if action.state is ActionState.RUNNING:
                 running.setdefault(action.queue, []).append(action)
-        return Listed(by_id, running)
+        return SnapshotActions(by_id, running)
 
 
 @dataclass
@@ -230,7 +230,7 @@ class TickState:
     stops_reused: int = 0  # proofs not walked: one on their path had stopped ahead (resume)
     _ledgers: dict[int, Plan] = field(default_factory=dict)
     _pending: tuple[Snapshot, list[Action]] | None = None
-    _listed: tuple[Snapshot, Listed] | None = None
+    _snapshot_actions: tuple[Snapshot, SnapshotActions] | None = None
     _proofs: ModelAnswers | None = None
     _undecided: tuple[TickResult, np.ndarray] | None = None
     _decided: tuple[TickResult, Decided] | None = None
@@ -291,16 +291,17 @@ class TickState:
         """The pending actions of `snapshot` (the one the tick compiled) in the order of its
         line, kept for the last snapshot asked about: every explanation of the tick reads it."""
         if self._pending is None or self._pending[0] is not snapshot:
-            by_id = self.listed(snapshot).by_id
+            by_id = self.snapshot_actions(snapshot).by_id
             self._pending = (snapshot, [by_id[a.id] for a in self.problem.actions])
         return self._pending[1]
 
-    def listed(self, snapshot: Snapshot) -> Listed:
+    def snapshot_actions(self, snapshot: Snapshot) -> SnapshotActions:
         """Where `snapshot` lists its actions, kept for the last snapshot asked about: the
         proofs of every explanation of the tick look actions up in it."""
-        if self._listed is None or self._listed[0] is not snapshot:
-            self._listed = (snapshot, Listed.of(snapshot))
-        return self._listed[1]
+        known = self._snapshot_actions
+        if known is None or known[0] is not snapshot:
+            known = self._snapshot_actions = (snapshot, SnapshotActions.of(snapshot))
+        return known[1]
 
     def admissions(self) -> list[int]:
         """The positions the tick admitted, in line order, sorted once for every proof."""
