@@ -85,6 +85,7 @@ def patch(
     # scale off its spec. Only a pool added is compiled with the fleet, and takes running work
     # from there (an environment placed on it): a few ms.
     added = any(c.kind is ChangeKind.ADD_POOL for c in changes)
+    grows = added or any(c.kind is ChangeKind.ADD_NODES for c in changes)
     settings = compile_snapshot(_without_actions(changed, changed.environments)) if added else None
     changed_queues = (
         compile_queues(changed) if any(c.kind in QUEUE_SETTINGS for c in changes) else []
@@ -163,9 +164,7 @@ def patch(
         actions=actions,
         envs=envs,
         cluster_room=(
-            clusters_room(pools, pools_of_cluster, len(base.dims))
-            if any(c.kind in (ChangeKind.ADD_NODES, ChangeKind.ADD_POOL) for c in changes)
-            else base.cluster_room
+            clusters_room(pools, pools_of_cluster, len(base.dims)) if grows else base.cluster_room
         ),
     )
     routed = any(c.kind is ChangeKind.ROUTE_TO_QUEUE for c in changes)

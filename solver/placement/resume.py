@@ -485,13 +485,14 @@ def resume(
     # count skips what it is given as failed).
     deep = over_depth(line, failures | dict.fromkeys(absent, TAKEN_OUT))
     ledger = state.ledger_at(start, absent).fork(changed)
+    walked_failures = {i: f for i, f in failures.items() if start <= i <= stop}
     known = state.stopped_before(path, start, stop) if proving and path is not None else None
     if known is not None:
         state.stops_reused += 1
         return Resumed(
             plan=ledger,
             refusals={},
-            failures={i: f for i, f in failures.items() if start <= i <= stop},
+            failures=walked_failures,
             let_in=list(known.let_in),
             displaced=list(known.displaced),
             finished=known.finished,
@@ -650,7 +651,7 @@ def resume(
     return Resumed(
         plan=ledger,
         refusals=refusals,
-        failures={i: f for i, f in failures.items() if start <= i <= stop},
+        failures=walked_failures,
         let_in=let_in,
         displaced=displaced,
         finished=not budget.proof_cut,
