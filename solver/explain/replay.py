@@ -36,9 +36,10 @@ from solver.placement.problem import ActionInfo, compile_snapshot
 from solver.placement.resume import Decided, ResultView, TickState, first_touched, resume
 from solver.tick import TickOptions
 
-# Replays one explanation may spend, and what each may spend on checks of its own (estimated
-# seconds, as TickOptions counts them: reproducible) beside the tick's budget, which it
-# follows as the tick would. Past either, what is left is reported unproven, not offered.
+# Replays one explanation may spend, and what each may spend on the checks of the line it
+# walks (estimated seconds, as TickOptions counts them: reproducible; the tick's decisions
+# that stand are charged what the tick paid) beside the tick's budget, which it follows as the
+# tick would. Past either, what is left is reported unproven, not offered.
 MOST_REPLAYS = 8
 REPLAY_LIMIT_S = 0.2
 # Actions of the line the tick did not decide that a proof would decide, from the first the
@@ -128,7 +129,13 @@ class Replayer:
         room = reaches_room(patched)
         touched = touches(patched, target, room)
         start = walk_start(state, patched, touched, target)
-        if self._undecided(start, target) >= MOST_REDECIDED:
+        # Either walk would cost more than the proof may spend: it is charged the tick's checks
+        # of the actions the change leaves alone, or asks them again as the tick did (D455).
+        if (
+            self._undecided(start, target) >= MOST_REDECIDED
+            or state.checks_between(start, target, lambda a: not (touched(a) or room(a)))
+            > proof_limit_s
+        ):
             return Replayed(False, False, "", [], [], finished=False)
         outcome = resume(
             state,

@@ -320,6 +320,22 @@ class TickState:
         k = bisect_left(turns, start)
         return (spending[k - 1][1], spending[k - 1][2]) if k else (0.0, False)
 
+    def checks_between(
+        self, start: int, stop: int, left_alone: Callable[[ActionInfo], bool]
+    ) -> float:
+        """What the tick's checks beyond best-fit cost (estimated seconds) for the actions
+        `left_alone` from position `start` up to, not including, `stop` (a state rebuilt from a
+        result knows none of them: 0)."""
+        self.budget_at(start)  # sorts the turns once
+        assert self._spending is not None
+        turns, spending = self._spending
+        actions = self.problem.actions
+        return sum(
+            spending[k][1] - spending[k][0]
+            for k in range(bisect_left(turns, start), bisect_left(turns, stop))
+            if left_alone(actions[turns[k]])
+        )
+
     def placements_decide(self) -> bool:
         """Whether where the tick placed its admissions may have decided a refusal: its
         limit cut it, or a check left one unproven. Where every refusal is proven, the
@@ -458,7 +474,8 @@ def resume(
     nothing in and its budget is where the tick's was before it, and is charged what the
     tick spent on it; a wait for the tick's limit stands only once the walk's budget has run
     out too. With `proving`, the walk stops at the first displaced action, and once it would
-    spend more than `proof_limit_s` of its own (ModelCheckBudget.granted: not finished).
+    spend more than `proof_limit_s` from `start` on, the tick's charges included
+    (ModelCheckBudget.granted: not finished).
     With `until_refused`, it also stops once the action at `stop` is sure to be refused
     there: a strict head of its queue refused ahead of it, or a cap or limit of its queue
     (other than a device cap, which a move may lift) that refuses it already, since the walk

@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 
 from models.explanation import Change, ChangeKind
-from models.result import TickResult
+from models.result import TickResult, WaitReason
 from models.snapshot import ActionState, Scheduling, Snapshot
 from solver import tick
 from solver.explain.action import explain
@@ -494,6 +494,41 @@ def test_a_proof_that_stopped_short_is_not_walked_again_for_an_action_further_on
         assert together.resumed(raised, REPLAY_LIMIT_S) == alone
         assert alone.displaced == ["low-1"] and alone.let_in == ["high-2"]
     assert shared.stops_reused == 1
+
+
+def test_a_proof_that_would_pass_more_of_the_ticks_checks_than_its_allowance_is_unproven() -> None:
+    """Issue 18: "An explanation that cannot finish its proof in its budget says which
+    suggestions are unproven, rather than presenting them as fixes." A proof's allowance
+    counts the checks of the tick its walk passes: where those of actions the change leaves
+    alone, between the first action it touches and the explained one, cost more than the
+    allowance, the proof is not walked and does not finish (D455); with the allowance to pay
+    for them, the same proof does."""
+    builder = (
+        SnapshotBuilder()
+        .queue("cpus", max_resources={"cpu": "2"})
+        .queue("gpus")
+        .cluster("east")
+        .pool("a100", cpu="64", memory="256Gi", accelerator="A100", accelerators=4, nodes=3)
+        .pool("cpu", cpu="16", memory="64Gi")
+        .running("cpus-0", queue="cpus", cpu="2", on=("east", "cpu", 0))
+        .queued("cpus-1", queue="cpus", cpu="1")
+    )
+    for i, gpus in enumerate([3, 3, 3, 2]):
+        builder.queued(f"gpus-{i}", queue="gpus", gpu=gpus)
+    snapshot = builder.queued("cpus-2", queue="cpus", cpu="1").build()
+    result, state = tick_with_state(snapshot, OPTIONS)
+    # Each GPU node keeps one free: the tick paid for a check to refuse gpus-3, which a raised
+    # CPU cap leaves alone, between cpus-1 (where the walk starts) and cpus-2.
+    waits = {w.action: w.reason for w in result.waiting}
+    capped, no_room = WaitReason.QUEUE_CAP, WaitReason.CLUSTER_ROOM
+    assert waits == {"cpus-1": capped, "gpus-3": no_room, "cpus-2": capped}
+    raised = [Change(kind=ChangeKind.RAISE_CAP, queue="cpus", resource="cpu", value=4000)]
+    passed = state.checks_between(0, 5, lambda action: action.id == "gpus-3")
+    assert passed > 0
+    short = Replayer(snapshot, "cpus-2", result, OPTIONS, state).resumed(raised, passed / 2)
+    assert not short.finished
+    ample = Replayer(snapshot, "cpus-2", result, OPTIONS, state).resumed(raised, REPLAY_LIMIT_S)
+    assert ample.finished and ample.runs and ample.let_in == ["cpus-1"]
 
 
 def test_room_added_to_a_pool_reaches_only_work_that_may_use_a_pool_connected_to_it() -> None:
