@@ -104,6 +104,9 @@ class _KeptCompile:
 # ended, which the next tick would not meet again.
 _TICKS_COMPILED = _KeptCompile()
 _FORECASTS_COMPILED = _KeptCompile()
+# What the last explanation of this process compiled: explanations rebuild the tick's state
+# from a snapshot of the store as of their request, the same line but for what came or went.
+_EXPLANATIONS_COMPILED = _KeptCompile()
 
 
 def service_forecast(period_s: float, time_limit_s: float) -> ForecastFn:
@@ -317,9 +320,11 @@ def explain_with_text(
     snapshot: Snapshot, action_id: str, last_result: str | None, options: TickOptions
 ) -> Explanation:
     """`solver.explain.action.explain`, with the last tick's result as the server keeps it
-    (models.result.result_text)."""
+    (models.result.result_text), compiling the snapshot with what this process's last
+    explanation compiled (the worker's reader keeps unchanged actions as the same objects)."""
     result = read_result_text(last_result) if last_result else None
-    return explain(snapshot, action_id, result, options)
+    with _EXPLANATIONS_COMPILED.lent() as kept:
+        return explain(snapshot, action_id, result, options, kept=kept)
 
 
 def explain_failure_from_file(

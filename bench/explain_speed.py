@@ -9,8 +9,9 @@ under a second, measured in a benchmark." The snapshot is the synthetic M scenar
 (fixtures.generators.synthetic: 10,000 queued, 1,000 running, 50 queues, 10 clusters,
 100 node pools). It is ticked once; then actions are explained against that tick's
 result and its own compiled state (solver.tick.tick_with_state; --rebuild rebuilds it from
-the result per explanation, as the service's worker does): up to --per-group of every group
-(each wait reason, failed, scheduled), spread over the line from its front to its back.
+the result per explanation, as the service's worker does, with one CompileCache for all):
+up to --per-group of every group (each wait reason, failed, scheduled), spread over the line
+from its front to its back.
 Each explanation is timed on its own in CPU seconds of this process (time.process_time: a
 shared machine's load does not stretch it); the figure that matters is the slowest. Sharing
 the tick's state, they share its proofs' placement answers too, as the service's explanations
@@ -50,6 +51,7 @@ from fixtures.generators.synthetic import M, synthetic
 from models.result import TickResult
 from models.snapshot import Snapshot
 from solver.explain.action import explain
+from solver.placement.problem import CompileCache
 from solver.tick import TickOptions, tick
 
 BUDGET_S = 1.0
@@ -112,6 +114,8 @@ def _ticked(seed: int, time_limit: float, rebuild: bool) -> _Tick:
             extra["state"] = state
     else:  # a tree from before the tick's state could be kept
         result = tick(snapshot, options)
+    if rebuild and "kept" in inspect.signature(explain).parameters:
+        extra["kept"] = CompileCache()  # one for all the explanations, as the service's worker
     click.echo(
         f"tick: {time.perf_counter() - started:.1f} s wall ({len(result.scheduled)} scheduled,"
         f" {len(result.failed)} failed, {len(result.waiting)} waiting; solver"

@@ -29,6 +29,7 @@ from solver.explain.infeasible import explain_failed, failure_alone
 from solver.explain.replay import Replayer
 from solver.explain.waiting import explain_waiting
 from solver.placement.failfast import Failure
+from solver.placement.problem import CompileCache
 from solver.placement.resume import TickState
 from solver.tick import TickOptions, tick_with_state
 
@@ -39,13 +40,16 @@ def explain(
     result: TickResult | None = None,
     options: TickOptions | None = None,
     state: TickState | None = None,
+    kept: CompileCache | None = None,
 ) -> Explanation:
     """`state`: the tick's own that made `result` (solver.tick.tick_with_state), which
-    proofs resume from; without it, it is rebuilt from `result` when a proof needs it."""
+    proofs resume from; without it, it is rebuilt from `result` when a proof needs it,
+    compiling the snapshot with what `kept` holds of the explanations before (a process that
+    explains one fleet's actions one after another keeps one, as the service's worker does)."""
     # As in solver.tick: replays make many short-lived objects and no cycles worth
     # collecting, and a collection walks the whole snapshot's object graph each time.
     with collections_deferred():
-        return _explain(snapshot, action_id, result, options, state)
+        return _explain(snapshot, action_id, result, options, state, kept)
 
 
 def _explain(
@@ -54,6 +58,7 @@ def _explain(
     result: TickResult | None,
     options: TickOptions | None,
     state: TickState | None,
+    kept: CompileCache | None,
 ) -> Explanation:
     action = _find(snapshot, action_id, state)
     if action is None:
@@ -65,8 +70,8 @@ def _explain(
         return _placed(action, cluster, spots, "runs", snapshot.now)
     options = options or TickOptions()
     if result is None:
-        result, state = tick_with_state(snapshot, options)
-    replayer = Replayer(snapshot, action_id, result, options, state)
+        result, state = tick_with_state(snapshot, options, kept)
+    replayer = Replayer(snapshot, action_id, result, options, state, kept)
     decided = replayer.decided
     scheduled = decided.scheduled.get(action_id)
     if scheduled is not None:

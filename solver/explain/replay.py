@@ -32,7 +32,7 @@ from solver.placement.best_fit import NO_ROOM
 from solver.placement.decode import RoomReasons
 from solver.placement.failfast import Failure, fail_fast
 from solver.placement.plan import Plan, Refusal
-from solver.placement.problem import ActionInfo, compile_snapshot
+from solver.placement.problem import ActionInfo, CompileCache, compile_snapshot
 from solver.placement.resume import Decided, ResultView, TickState, first_touched, resume
 from solver.tick import TickOptions
 
@@ -70,14 +70,16 @@ class Replayer:
         result: TickResult | None,
         options: TickOptions,
         state: TickState | None = None,
+        kept: CompileCache | None = None,
     ) -> None:
         """`result` is the tick of `snapshot` (or an earlier one, as in the service); without
         one, nothing is known ahead of the action and the whole line is replayed. `state` is
         that tick's own (solver.tick.tick_with_state); without it, it is rebuilt from
-        `result` the first time a proof needs it."""
+        `result` the first time a proof needs it, compiling the snapshot with `kept`."""
         self.snapshot = snapshot
         self.result = result
         self.state = state
+        self.kept = kept
         self.action_id = action_id
         self.options = options
         # The tick's state keeps them for every explanation of the result.
@@ -112,7 +114,7 @@ class Replayer:
 
     def tick_state(self) -> TickState:
         if self.state is None:
-            self.state = state_of(self.snapshot, self.result)
+            self.state = state_of(self.snapshot, self.result, self.kept)
         return self.state
 
     def resumed(
@@ -410,11 +412,14 @@ class Proofs:
             self.ruled_out.append(f"{tried} (the most of it tried): {_short(replayed)}")
 
 
-def state_of(snapshot: Snapshot, result: TickResult | None) -> TickState:
-    """The tick's state rebuilt from `snapshot` and its result: the snapshot compiled, the
-    result's admissions placed where it put them (none of those running by now), its
-    refusals and failures; actions it did not decide are judged by fail-fast alone."""
-    problem = compile_snapshot(snapshot)
+def state_of(
+    snapshot: Snapshot, result: TickResult | None, kept: CompileCache | None = None
+) -> TickState:
+    """The tick's state rebuilt from `snapshot` and its result: the snapshot compiled (with
+    what `kept` holds of an earlier snapshot of the fleet), the result's admissions placed
+    where it put them (none of those running by now), its refusals and failures; actions it
+    did not decide are judged by fail-fast alone."""
+    problem = compile_snapshot(snapshot, kept)
     plan = Plan(problem)
     failures: dict[int, Failure] = {}
     refusals: dict[int, Refusal] = {}

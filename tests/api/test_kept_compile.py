@@ -4,17 +4,20 @@ objects while their rows do not change, and its fleet read anew. Issue 12: "The 
 it up to date incrementally between ticks (an action submitted, scheduled, finished changes a
 row, not the whole problem)". Whatever it keeps, each tick decides exactly as a tick
 compiling the same snapshot afresh, and each forecast foresees what one compiling afresh
-foresees."""
+foresees; and an explanation that rebuilds the tick's state with what the last explanation of the
+process compiled says what one compiling afresh says."""
 
 import random
 from datetime import timedelta
 
 import pytest
 
-from api.tick_work import ServiceForecast, SolverTick
+from api.tick_work import ServiceForecast, SolverTick, explain_with_text
 from models.forecast import LearnedDurations
-from models.snapshot import Action, Cluster, Snapshot
+from models.result import read_result_text, result_text
+from models.snapshot import Action, ActionState, Cluster, Snapshot
 from solver import TickOptions, tick
+from solver.explain.action import explain
 from solver.replay.forecast import ForecastBudget, forecast
 from tests.support.generate import DOZEN, random_snapshot
 
@@ -78,3 +81,20 @@ def test_a_forecast_that_keeps_what_the_last_compiled_foresees_as_a_fresh_one(se
         result = tick(snapshot, OPTIONS)
         assert foresee(snapshot, result, LEARNED) == forecast(snapshot, result, LEARNED, BUDGET)
         snapshot = _read_again(snapshot, rng, step)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_explanation_that_keeps_what_the_last_compiled_says_what_a_fresh_one_says(
+    seed: int,
+) -> None:
+    """As the service explains: the store read as of the request, the last tick's result as
+    the server keeps it, each explanation after the one before in the same process."""
+    rng = random.Random(seed)
+    snapshot = random_snapshot(rng, DOZEN)
+    for step in range(3):
+        last = result_text(tick(snapshot, OPTIONS))
+        snapshot = _read_again(snapshot, rng, step)
+        queued = [a.id for a in snapshot.actions if a.state is ActionState.QUEUED]
+        for action in rng.sample(queued, min(3, len(queued))):
+            kept = explain_with_text(snapshot, action, last, OPTIONS)
+            assert kept == explain(snapshot, action, read_result_text(last), OPTIONS)
