@@ -22,12 +22,16 @@ from datetime import UTC, datetime
 
 from api.solver_process import Solves
 from api.store.records import ActionRecord, Phase, Store
-from api.tick_work import explain_failure_from_file, explain_from_file, explain_with_text
+from api.tick_work import (
+    explain_failure_from_file,
+    explain_failure_kept,
+    explain_from_file,
+    explain_with_text,
+)
 from api.ticker import TickLoop
 from models.errors import ErrorCode, FailedPrecondition
 from models.explanation import Explanation
 from solver import TickOptions
-from solver.explain.action import explain_failure
 
 # Failures the scheduler decides; any other code came from an executor, at run time.
 SCHEDULING_FAILURES = (
@@ -103,7 +107,7 @@ class ActionExplanations:
         snapshot = await asyncio.to_thread(self.store.read_snapshot, now)
         if failed:
             return await self.solves.run(
-                explain_failure,
+                explain_failure_kept,
                 snapshot,
                 record.action,
                 record.code,

@@ -332,7 +332,16 @@ def explain_failure_from_file(
 ) -> str:
     """`solver.explain.action.explain_failure` in a worker, on the store as of `now`."""
     snapshot = _reader(path).read_snapshot(now)
-    return explain_failure(snapshot, action, code, message, options).model_dump_json()
+    return explain_failure_kept(snapshot, action, code, message, options).model_dump_json()
+
+
+def explain_failure_kept(
+    snapshot: Snapshot, action: Action, code: ErrorCode, message: str, options: TickOptions
+) -> Explanation:
+    """`solver.explain.action.explain_failure`, compiling the snapshot with what this
+    process's last explanation compiled (as `explain_with_text`)."""
+    with _EXPLANATIONS_COMPILED.lent() as kept:
+        return explain_failure(snapshot, action, code, message, options, kept)
 
 
 def explain_blocked_heads(

@@ -104,14 +104,16 @@ def explain_failure(
     code: ErrorCode,
     message: str,
     options: TickOptions | None = None,
+    kept: CompileCache | None = None,
 ) -> Explanation:
     """A failure recorded elsewhere (the service's store), judged against `snapshot`'s
     queues and clusters; the action need not be in the snapshot. Its fixes are proven on
-    the snapshot with the action queued again, by a tick of the whole line."""
+    the snapshot with the action queued again, by a tick of the whole line, compiled with
+    `kept` (as in `explain`)."""
     queued = action.model_copy(update={"state": ActionState.QUEUED, "placement": None})
     others = [a for a in snapshot.actions if a.id != action.id]
     again = snapshot.model_copy(update={"actions": [*others, queued]})
-    replayer = Replayer(again, action.id, None, options or TickOptions())
+    replayer = Replayer(again, action.id, None, options or TickOptions(), kept=kept)
     return explain_failed(again, queued, Failure(code, message), replayer)
 
 

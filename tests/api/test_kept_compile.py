@@ -12,12 +12,12 @@ from datetime import timedelta
 
 import pytest
 
-from api.tick_work import ServiceForecast, SolverTick, explain_with_text
+from api.tick_work import ServiceForecast, SolverTick, explain_failure_kept, explain_with_text
 from models.forecast import LearnedDurations
 from models.result import read_result_text, result_text
 from models.snapshot import Action, ActionState, Cluster, Snapshot
 from solver import TickOptions, tick
-from solver.explain.action import explain
+from solver.explain.action import explain, explain_failure
 from solver.replay.forecast import ForecastBudget, forecast
 from tests.support.generate import DOZEN, random_snapshot
 
@@ -88,13 +88,19 @@ def test_an_explanation_that_keeps_what_the_last_compiled_says_what_a_fresh_one_
     seed: int,
 ) -> None:
     """As the service explains: the store read as of the request, the last tick's result as
-    the server keeps it, each explanation after the one before in the same process."""
+    the server keeps it (or, for an action the scheduler failed, its failure), each
+    explanation after the one before in the same process."""
     rng = random.Random(seed)
     snapshot = random_snapshot(rng, DOZEN)
     for step in range(3):
-        last = result_text(tick(snapshot, OPTIONS))
+        result = tick(snapshot, OPTIONS)
+        last = result_text(result)
+        by_id = {a.id: a for a in snapshot.actions}
         snapshot = _read_again(snapshot, rng, step)
         queued = [a.id for a in snapshot.actions if a.state is ActionState.QUEUED]
         for action in rng.sample(queued, min(3, len(queued))):
             kept = explain_with_text(snapshot, action, last, OPTIONS)
             assert kept == explain(snapshot, action, read_result_text(last), OPTIONS)
+        for failed in result.failed[:2]:  # as the store keeps them: failed, out of the line
+            args = (snapshot, by_id[failed.action], failed.code, failed.message, OPTIONS)
+            assert explain_failure_kept(*args) == explain_failure(*args)
