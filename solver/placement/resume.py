@@ -313,10 +313,7 @@ class TickState:
         """The checks' budget spent ahead of position `start`, and whether the limit was hit
         by then: where a whole tick of a change that alters nothing ahead of `start` stands
         there too."""
-        if self._spending is None:
-            turns = sorted(self.beyond_best_fit)
-            self._spending = (turns, [self.beyond_best_fit[i] for i in turns])
-        turns, spending = self._spending
+        turns, spending = self._turns()
         k = bisect_left(turns, start)
         return (spending[k - 1][1], spending[k - 1][2]) if k else (0.0, False)
 
@@ -326,15 +323,21 @@ class TickState:
         """What the tick's checks beyond best-fit cost (estimated seconds) for the actions
         `left_alone` from position `start` up to, not including, `stop` (a state rebuilt from a
         result knows none of them: 0)."""
-        self.budget_at(start)  # sorts the turns once
-        assert self._spending is not None
-        turns, spending = self._spending
+        turns, spending = self._turns()
         actions = self.problem.actions
         return sum(
             spending[k][1] - spending[k][0]
             for k in range(bisect_left(turns, start), bisect_left(turns, stop))
             if left_alone(actions[turns[k]])
         )
+
+    def _turns(self) -> tuple[list[int], list[tuple[float, float, bool]]]:
+        """The tick's turns beyond best-fit in line order, and each one's budget before and
+        after it (Decider.beyond_best_fit), sorted once for every proof."""
+        if self._spending is None:
+            turns = sorted(self.beyond_best_fit)
+            self._spending = (turns, [self.beyond_best_fit[i] for i in turns])
+        return self._spending
 
     def placements_decide(self) -> bool:
         """Whether where the tick placed its admissions may have decided a refusal: its
